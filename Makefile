@@ -1,0 +1,44 @@
+# manifold: the README's two commands are `make quickstart` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: venv quickstart test test-unit stack-up stack-down stack-status clean-stack
+
+venv: $(STAMP)
+
+# Exact, locked install (see README "Install size"): --no-deps so that nothing outside the lock
+# (such as torch's GPU-only triton) is pulled in.
+$(STAMP): deploy/python/requirements.lock pyproject.toml deploy/python/en_core_web_sm/pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
+	@test -d $(VENV) || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --no-deps -r deploy/python/requirements.lock
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation ./deploy/python/en_core_web_sm
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	@touch $(STAMP)
+
+quickstart: venv
+	$(BIN)/manifold stack up postgres
+	-$(BIN)/manifold stack status
+
+stack-up: venv
+	$(BIN)/manifold stack up
+
+stack-down: venv
+	$(BIN)/manifold stack down
+
+stack-status: venv
+	$(BIN)/manifold stack status
+
+test-unit: venv
+	$(BIN)/python -m pytest -m "unit or contract" -q
+
+# Starts the whole stack, shows it, runs every test, and always stops the stack again.
+test: venv
+	@set -o pipefail; \
+	  $(BIN)/manifold stack up || { $(BIN)/manifold stack down; exit 1; }; \
+	  CI=$${CI:-} $(BIN)/python -m pytest; rc=$$?; \
+	  $(BIN)/manifold stack down; \
+	  exit $$rc

@@ -1,0 +1,73 @@
+"""The `manifold` command: a thin translator from the command line to the package's functions.
+
+Subcommands import what they need when they run, so `manifold --help` stays fast and nothing
+connects until a command asks for it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+
+def _stack(args: argparse.Namespace) -> int:
+    from manifold.deploy.local import supervisor
+    from manifold.deploy.local.stack import build_services, stack_paths
+    from manifold.shared.config import ManifoldSettings
+
+    settings = ManifoldSettings()
+    services = build_services(settings, only=args.services or None)
+    paths = stack_paths(settings)
+    if args.action == "up":
+        try:
+            supervisor.up(services, paths, timeout=settings.stack.start_timeout_s)
+        except supervisor.StackError as err:
+            print(f"manifold stack up failed: {err}", file=sys.stderr)
+            return 1
+        args.action = "status"
+    if args.action == "down":
+        supervisor.down(services, paths)
+        return 0
+    rows = supervisor.status(services, paths)
+    print(f"stack directory: {paths.root}")
+    print(f"{'service':<14}{'state':<10}{'pid':<9}{'version':<34}address")
+    for row in rows:
+        state = "healthy" if row.healthy else ("starting" if row.running else "down")
+        print(f"{row.name:<14}{state:<10}{row.pid or '-'!s:<9}{row.version:<34}{row.address}")
+    return 0 if all(r.healthy for r in rows) else 3
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="manifold",
+        description="manifold: turn changing documents into trustworthy answers. "
+        "Settings come from MANIFOLD_* environment variables (see README).",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    stack = sub.add_parser(
+        "stack",
+        help="install, start, stop and inspect the local real-service stack",
+        description="Kafka (KRaft), Elasticsearch, Neo4j and PostgreSQL+pgvector on loopback. "
+        "'status' exits 3 when any service is not healthy.",
+    )
+    stack.add_argument("action", choices=["up", "down", "status"])
+    stack.add_argument(
+        "services", nargs="*", metavar="SERVICE",
+        help="restrict to these services (postgres, kafka, elasticsearch, neo4j); default all",
+    )
+    stack.set_defaults(run=_stack)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "run"):
+        parser.print_help()
+        return 2
+    return int(args.run(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,98 @@
+"""Settings: one pydantic-settings model per process, read from `MANIFOLD_*` environment variables.
+
+Nested fields use a double underscore: `MANIFOLD_KAFKA__PORT=19092`,
+`MANIFOLD_POSTGRES__PASSWORD=...`. Building a settings object reads the environment only; it
+never connects to anything. Secrets are `SecretStr` so they do not leak into logs or reprs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+_JAVA17 = "/usr/lib/jvm/java-17-openjdk-amd64"
+
+
+class KafkaSettings(BaseModel):
+    host: str = "127.0.0.1"
+    port: int = Field(19092, ge=1, le=65535)
+    heap_mb: int = Field(512, ge=128)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+class PostgresSettings(BaseModel):
+    host: str = "127.0.0.1"
+    port: int = Field(15432, ge=1, le=65535)
+    database: str = "manifold"
+    user: str = "postgres"
+    password: SecretStr = SecretStr("manifold-local")
+    shared_buffers_mb: int = Field(128, ge=16)
+
+    def conninfo(self, user: str | None = None, password: str | None = None) -> str:
+        """A libpq conninfo string; the password is only placed here, never logged."""
+        from psycopg.conninfo import make_conninfo
+
+        return make_conninfo(
+            host=self.host,
+            port=self.port,
+            dbname=self.database,
+            user=user or self.user,
+            password=password if password is not None else self.password.get_secret_value(),
+        )
+
+
+class ElasticsearchSettings(BaseModel):
+    host: str = "127.0.0.1"
+    port: int = Field(19200, ge=1, le=65535)
+    heap_mb: int = Field(768, ge=256)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+
+class Neo4jSettings(BaseModel):
+    host: str = "127.0.0.1"
+    bolt_port: int = Field(17687, ge=1, le=65535)
+    http_port: int = Field(17474, ge=1, le=65535)
+    user: str = "neo4j"
+    password: SecretStr = SecretStr("manifold-local")
+    heap_mb: int = Field(768, ge=256)
+    pagecache_mb: int = Field(256, ge=64)
+
+    @property
+    def uri(self) -> str:
+        return f"bolt://{self.host}:{self.bolt_port}"
+
+
+class StackSettings(BaseModel):
+    """Where `manifold stack` keeps artifacts, data, logs and pids, and which JVM it runs."""
+
+    dir: Path = Path(".stack")
+    java_home: str = _JAVA17
+    start_timeout_s: float = Field(240.0, gt=0)
+
+
+class ManifoldSettings(BaseSettings):
+    """Connection settings for every store and the bus, plus the deployment profile.
+
+    `profile="distributed"` talks to the real Kafka, PostgreSQL, Elasticsearch and Neo4j;
+    `profile="embedded"` runs the same code on one embedded PostgreSQL and an in-process bus.
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix="MANIFOLD_", env_nested_delimiter="__", extra="forbid", frozen=True
+    )
+
+    profile: Literal["embedded", "distributed"] = "distributed"
+    kafka: KafkaSettings = KafkaSettings()
+    postgres: PostgresSettings = PostgresSettings()
+    elasticsearch: ElasticsearchSettings = ElasticsearchSettings()
+    neo4j: Neo4jSettings = Neo4jSettings()
+    stack: StackSettings = StackSettings()
