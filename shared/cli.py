@@ -17,7 +17,11 @@ def _stack(args: argparse.Namespace) -> int:
     from manifold.shared.config import ManifoldSettings
 
     settings = ManifoldSettings()
-    services = build_services(settings, only=args.services or None)
+    try:
+        services = build_services(settings, only=args.services or None)
+    except ValueError as err:
+        print(f"manifold stack: {err}", file=sys.stderr)
+        return 2
     paths = stack_paths(settings)
     if args.action == "up":
         try:

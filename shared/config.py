@@ -7,16 +7,24 @@ never connects to anything. Secrets are `SecretStr` so they do not leak into log
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 _JAVA17 = "/usr/lib/jvm/java-17-openjdk-amd64"
+_PREFIX = "MANIFOLD_"
 
 
-class KafkaSettings(BaseModel):
+class _Section(BaseModel):
+    """A nested group of settings; unknown keys are an error, not silently ignored."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class KafkaSettings(_Section):
     host: str = "127.0.0.1"
     port: int = Field(19092, ge=1, le=65535)
     heap_mb: int = Field(512, ge=128)
@@ -26,7 +34,7 @@ class KafkaSettings(BaseModel):
         return f"{self.host}:{self.port}"
 
 
-class PostgresSettings(BaseModel):
+class PostgresSettings(_Section):
     host: str = "127.0.0.1"
     port: int = Field(15432, ge=1, le=65535)
     database: str = "manifold"
@@ -47,7 +55,7 @@ class PostgresSettings(BaseModel):
         )
 
 
-class ElasticsearchSettings(BaseModel):
+class ElasticsearchSettings(_Section):
     host: str = "127.0.0.1"
     port: int = Field(19200, ge=1, le=65535)
     heap_mb: int = Field(768, ge=256)
@@ -57,7 +65,7 @@ class ElasticsearchSettings(BaseModel):
         return f"http://{self.host}:{self.port}"
 
 
-class Neo4jSettings(BaseModel):
+class Neo4jSettings(_Section):
     host: str = "127.0.0.1"
     bolt_port: int = Field(17687, ge=1, le=65535)
     http_port: int = Field(17474, ge=1, le=65535)
@@ -71,7 +79,7 @@ class Neo4jSettings(BaseModel):
         return f"bolt://{self.host}:{self.bolt_port}"
 
 
-class StackSettings(BaseModel):
+class StackSettings(_Section):
     """Where `manifold stack` keeps artifacts, data, logs and pids, and which JVM it runs."""
 
     dir: Path = Path(".stack")
@@ -87,7 +95,7 @@ class ManifoldSettings(BaseSettings):
     """
 
     model_config = SettingsConfigDict(
-        env_prefix="MANIFOLD_", env_nested_delimiter="__", extra="forbid", frozen=True
+        env_prefix=_PREFIX, env_nested_delimiter="__", extra="forbid", frozen=True
     )
 
     profile: Literal["embedded", "distributed"] = "distributed"
@@ -96,3 +104,15 @@ class ManifoldSettings(BaseSettings):
     elasticsearch: ElasticsearchSettings = ElasticsearchSettings()
     neo4j: Neo4jSettings = Neo4jSettings()
     stack: StackSettings = StackSettings()
+
+    @model_validator(mode="after")
+    def _no_unknown_environment(self) -> ManifoldSettings:
+        """A misspelt `MANIFOLD_*` variable is an error rather than a silently ignored setting."""
+        known = {name.upper() for name in type(self).model_fields}
+        unknown = sorted(
+            key for key in os.environ
+            if key.startswith(_PREFIX) and key[len(_PREFIX):].split("__")[0] not in known
+        )
+        if unknown:
+            raise ValueError(f"unknown settings in the environment: {', '.join(unknown)}")
+        return self

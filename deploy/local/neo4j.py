@@ -26,7 +26,7 @@ import urllib.request
 from pathlib import Path
 
 from . import maven
-from .service import Launch, StackPaths, port_open, wait_until
+from .service import Launch, StackPaths, port_open
 
 VERSION = "5.26.30"
 ENTRY_POINT = "org.neo4j.server.CommunityEntryPoint"
@@ -210,7 +210,3 @@ class Neo4j:
 
     def address(self) -> str:
         return f"bolt://{self.host}:{self.bolt_port}"
-
-    def wait_healthy(self, timeout: float = 180.0) -> bool:
-        """Poll `healthy()` until it holds or `timeout` seconds pass."""
-        return wait_until(self.healthy, timeout)

@@ -1,0 +1,58 @@
+"""The install maps the repo's folders under one `manifold` namespace and nothing else."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from manifold.dlq_tools.cli import main as dlq_main
+from manifold.shared.cli import main as manifold_main
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("name", ["shared", "ingest", "query", "dlq_tools", "deploy"])
+def test_folders_are_importable_only_under_manifold(name: str) -> None:
+    module = importlib.import_module(f"manifold.{name}")
+    assert Path(module.__file__).parent == REPO / name
+    # -I and cwd=/ keep the repo itself off sys.path: only what is installed counts.
+    probe = f"import importlib.util as u; print(u.find_spec({name!r}) is None)"
+    proc = subprocess.run([sys.executable, "-I", "-c", probe], capture_output=True, text=True, cwd="/")
+    assert proc.stdout.strip() == "True", f"generic top-level name {name!r} is installed"
+
+
+@pytest.mark.parametrize("main", [manifold_main, dlq_main])
+def test_help_works(main, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    assert "usage:" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("script", ["manifold", "dlq"])
+def test_console_scripts_are_installed(script: str) -> None:
+    exe = Path(sys.executable).parent / script
+    proc = subprocess.run([str(exe), "--help"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert f"usage: {script}" in proc.stdout
+
+
+def test_importing_the_package_connects_to_nothing() -> None:
+    code = (
+        "import socket\n"
+        "def refuse(*a, **k): raise AssertionError('network touched at import time')\n"
+        "socket.socket.connect = refuse\n"
+        "import manifold.shared.config, manifold.shared.cli, manifold.deploy.local.stack, manifold.dlq_tools.cli\n"
+        "manifold.shared.config.ManifoldSettings()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_unknown_stack_service_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert manifold_main(["stack", "status", "redis"]) == 2
+    assert "unknown service(s) ['redis']" in capsys.readouterr().err
