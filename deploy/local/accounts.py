@@ -53,3 +53,15 @@ def allow_traverse(path: Path) -> None:
         mode = folder.stat().st_mode
         if not mode & stat.S_IXOTH:
             folder.chmod(mode | stat.S_IXOTH)
+
+
+def run_as(user: str | None) -> dict[str, object]:
+    """`subprocess` keyword arguments that run a child as `user` with only that user's group.
+
+    Dropping root's group matters: a process left in group 0 is judged by the *group* bits of
+    root-owned folders (often ---), not by the o+x that `allow_traverse` grants.
+    """
+    if user is None:
+        return {}
+    entry = pwd.getpwnam(user)
+    return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}

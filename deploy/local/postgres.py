@@ -55,7 +55,9 @@ class Postgres:
 
     def _run(self, argv: list[str], *, as_service: bool = False, **kwargs: object) -> subprocess.CompletedProcess[str]:
         user = accounts.service_user() if as_service else None
-        return subprocess.run(argv, capture_output=True, text=True, user=user, **kwargs)  # type: ignore[call-overload]
+        return subprocess.run(  # type: ignore[call-overload]
+            argv, capture_output=True, text=True, **accounts.run_as(user), **kwargs
+        )
 
     # -- Service ------------------------------------------------------------------------------
     def install(self) -> None:

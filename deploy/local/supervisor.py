@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from . import accounts
 from .service import Service, StackPaths, wait_until
 
 
@@ -75,21 +76,11 @@ def _start(service: Service, paths: StackPaths) -> int:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            **_drop_privileges(launch.user),
+            **accounts.run_as(launch.user),
         )
     record = {"pid": proc.pid, "started": _start_ticks(proc.pid), "argv": launch.argv}
     paths.pid(service.name).write_text(json.dumps(record))
     return proc.pid
-
-
-def _drop_privileges(user: str | None) -> dict[str, object]:
-    """Popen arguments that run the child as `user` with that user's primary group only."""
-    if user is None:
-        return {}
-    import pwd
-
-    entry = pwd.getpwnam(user)
-    return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
 
 
 def _log_tail(paths: StackPaths, name: str, lines: int = 40) -> str:
