@@ -79,6 +79,24 @@ class Neo4jSettings(_Section):
         return f"bolt://{self.host}:{self.bolt_port}"
 
 
+class IngestSettings(_Section):
+    """Ingestion behaviour. Changing a chunking or embedding value changes the configuration
+    fingerprint, so the new artifacts get new ids instead of mixing with the old ones."""
+
+    chunk_max_chars: int = Field(1200, ge=200, le=20000)
+    chunk_overlap_chars: int = Field(150, ge=0, le=2000)
+    embed_batch_size: int = Field(32, ge=1, le=1024)
+    max_document_bytes: int = Field(20 * 1024 * 1024, ge=1024)
+    record_column_map: dict[str, str] = Field(
+        default_factory=dict,
+        description="extra source column name -> canonical record field (see README 'Records')",
+    )
+    max_attempts: int = Field(5, ge=1, le=50, description="tries per message before the DLQ")
+    retry_initial_s: float = Field(0.5, gt=0)
+    retry_max_s: float = Field(10.0, gt=0)
+    metrics_port: int = Field(9464, ge=0, le=65535, description="0 disables /metrics")
+
+
 class StackSettings(_Section):
     """Where `manifold stack` keeps artifacts, data, logs and pids, and which JVM it runs."""
 
@@ -103,6 +121,7 @@ class ManifoldSettings(BaseSettings):
     postgres: PostgresSettings = PostgresSettings()
     elasticsearch: ElasticsearchSettings = ElasticsearchSettings()
     neo4j: Neo4jSettings = Neo4jSettings()
+    ingest: IngestSettings = IngestSettings()
     stack: StackSettings = StackSettings()
 
     @model_validator(mode="after")
