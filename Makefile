@@ -21,7 +21,7 @@ $(STAMP): deploy/python/requirements.lock pyproject.toml deploy/python/en_core_w
 
 quickstart: venv
 	$(BIN)/manifold stack up postgres
-	-$(BIN)/manifold stack status
+	@$(BIN)/manifold stack status || true
 
 stack-up: venv
 	$(BIN)/manifold stack up

@@ -1,0 +1,57 @@
+"""The dead-letter record: everything needed to understand and replay a failed message.
+
+Guarantees: a `DeadLetter` holds the original message bytes, key, topic, partition and offset,
+the stage, the error kind and text, and the number of attempts; `dlq_tools` reads it back with
+`DeadLetter.model_validate_json`. Error context is mirrored in Kafka headers (`x-manifold-*`)
+so operators can filter without decoding the body.
+"""
+
+from __future__ import annotations
+
+import base64
+from datetime import UTC, datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ErrorKind = Literal["bad_input", "exhausted", "poison"]
+
+
+class DeadLetter(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    schema_version: Literal[1] = 1
+    stage: str
+    error_kind: ErrorKind
+    error: str = Field(max_length=20000)
+    attempts: int = Field(ge=1)
+    source_topic: str
+    source_partition: int
+    source_offset: int
+    key_b64: str | None
+    value_b64: str
+    tenant_id: str | None = None
+    document_id: str | None = None
+    version: int | None = None
+    failed_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+
+    @property
+    def value(self) -> bytes:
+        return base64.b64decode(self.value_b64)
+
+    @property
+    def key(self) -> bytes | None:
+        return None if self.key_b64 is None else base64.b64decode(self.key_b64)
+
+    def headers(self) -> list[tuple[str, bytes]]:
+        return [
+            ("x-manifold-stage", self.stage.encode()),
+            ("x-manifold-error-kind", self.error_kind.encode()),
+            ("x-manifold-error", self.error[:1000].encode()),
+            ("x-manifold-attempts", str(self.attempts).encode()),
+            ("x-manifold-source", f"{self.source_topic}/{self.source_partition}/{self.source_offset}".encode()),
+        ]
+
+
+def b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode()

@@ -1,0 +1,69 @@
+"""Thin confluent-kafka helpers: client configs, topic creation, and a synchronous send.
+
+Guarantees: producers are idempotent (`enable.idempotence`, `acks=all`); consumers never
+auto-commit (the runner commits after effects are durable); `ensure_topics` is idempotent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from manifold.shared.errors import Transient
+
+
+def producer_config(bootstrap: str, client_id: str) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": bootstrap,
+        "client.id": client_id,
+        "enable.idempotence": True,
+        "acks": "all",
+        "linger.ms": 5,
+        "message.max.bytes": 1_000_000,
+    }
+
+
+def consumer_config(bootstrap: str, group_id: str, client_id: str) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": bootstrap,
+        "group.id": group_id,
+        "client.id": client_id,
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        "max.poll.interval.ms": 900_000,
+        "partition.assignment.strategy": "cooperative-sticky",
+    }
+
+
+def ensure_topics(bootstrap: str, topics: Iterable[str], partitions: int) -> None:
+    """Create any missing topic with `partitions` partitions (replication 1 on the local stack)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    existing = set(admin.list_topics(timeout=15).topics)
+    missing = [NewTopic(t, num_partitions=partitions, replication_factor=1) for t in topics if t not in existing]
+    if not missing:
+        return
+    for topic, future in admin.create_topics(missing).items():
+        try:
+            future.result(timeout=30)
+        except KafkaException as err:
+            if err.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+
+
+def send_sync(producer: Producer, topic: str, key: bytes | None, value: bytes,
+              headers: list[tuple[str, bytes]] | None = None, timeout: float = 30.0) -> None:
+    """Produce one message and wait until the broker acknowledged it; raise Transient if not."""
+    errors: list[KafkaError] = []
+
+    def on_delivery(err: KafkaError | None, _msg: Any) -> None:
+        if err is not None:
+            errors.append(err)
+
+    producer.produce(topic, key=key, value=value, headers=headers, on_delivery=on_delivery)
+    if producer.flush(timeout) != 0:
+        raise Transient(f"kafka did not acknowledge a message to {topic} within {timeout}s")
+    if errors:
+        raise Transient(f"kafka rejected a message to {topic}: {errors[0]}")

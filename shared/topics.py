@@ -1,0 +1,14 @@
+"""The Kafka contract: topic names, partitions and what each carries (see README 'Topics')."""
+
+from __future__ import annotations
+
+DOCUMENTS = "manifold.documents"
+STAGE_PARSED = "manifold.stage.parsed"
+STAGE_CHUNKED = "manifold.stage.chunked"
+STAGE_EMBEDDED = "manifold.stage.embedded"
+STAGE_EXTRACTED = "manifold.stage.extracted"
+PUBLISH = "manifold.publish"
+DLQ = "manifold.dlq"
+
+PIPELINE_TOPICS = (DOCUMENTS, STAGE_PARSED, STAGE_CHUNKED, STAGE_EMBEDDED, STAGE_EXTRACTED, PUBLISH, DLQ)
+DEFAULT_PARTITIONS = 6
