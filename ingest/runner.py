@@ -1,8 +1,10 @@
 """The Kafka stage runner: consume → decode → handle (with bounded retries) → produce → commit.
 
 Guarantees:
-- At-least-once with idempotent handlers: the offset is committed only after the output (or the
-  dead letter) is acknowledged by the broker, so a crash replays the message, never loses it.
+- At-least-once with idempotent handlers: offsets are committed only after every output (or
+  dead letter) of the messages before them is acknowledged by the broker, so a crash replays
+  messages, never loses them. Messages are handled in small batches: one flush and one
+  synchronous commit per batch (see README 'Why confluent-kafka').
 - Errors are routed in one place: `BadInput` goes to the DLQ at once; `Transient` is retried
   with exponential backoff up to `max_attempts`, then dead-lettered as `exhausted`; any other
   exception is a handler bug and is dead-lettered as `poison` with its traceback. One bad
@@ -28,7 +30,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_aft
 from manifold.shared import metrics, topics
 from manifold.shared.dlq import DeadLetter, ErrorKind, b64
 from manifold.shared.errors import BadInput, Transient
-from manifold.shared.kafka import send_sync
+from manifold.shared.kafka import DeliveryTracker
 
 log = logging.getLogger(__name__)
 
@@ -76,10 +78,24 @@ class StageRunner(Generic[In, Out]):
         self.producer = producer
         self.retry = retry
         self._lag_checked = 0.0
+        self._delivery = DeliveryTracker(producer)
 
-    # -- one message -------------------------------------------------------------------------
+    # -- messages ----------------------------------------------------------------------------
     def process(self, msg: Message) -> None:
-        """Handle one message completely (output or dead letter produced), then commit it."""
+        """Handle one message completely (output or dead letter acknowledged), then commit it."""
+        self._handle(msg)
+        self._delivery.flush()
+        self.consumer.commit(message=msg, asynchronous=False)
+
+    def process_batch(self, msgs: list[Message]) -> None:
+        """Handle messages in order, wait until all their outputs are acknowledged, then commit
+        the consumer's positions (which are just past the last of these messages)."""
+        for msg in msgs:
+            self._handle(msg)
+        self._delivery.flush()
+        self.consumer.commit(asynchronous=False)
+
+    def _handle(self, msg: Message) -> None:
         name = self.spec.name
         started = time.monotonic()
         attempts = 0
@@ -108,7 +124,7 @@ class StageRunner(Generic[In, Out]):
                 metrics.SKIPPED.labels(name, "stale").inc()
             else:
                 out = self.spec.route(result)
-                send_sync(self.producer, out.topic, out.key, out.value)
+                self._delivery.produce(out.topic, out.key, out.value)
                 metrics.PROCESSED.labels(name).inc()
         except BadInput as err:
             self._dead_letter(msg, "bad_input", str(err), max(attempts, 1))
@@ -119,7 +135,6 @@ class StageRunner(Generic[In, Out]):
             self._dead_letter(msg, "poison", f"{type(err).__name__}: {err}\n{detail}", max(attempts, 1))
         finally:
             metrics.LATENCY.labels(name).observe(time.monotonic() - started)
-        self.consumer.commit(message=msg, asynchronous=False)
 
     def _dead_letter(self, msg: Message, kind: ErrorKind, error: str, attempts: int) -> None:
         ident = _identity(msg.value())
@@ -137,23 +152,25 @@ class StageRunner(Generic[In, Out]):
         )
         log.error("%s: dead-lettering %s/%d/%d (%s): %s", self.spec.name, msg.topic(), msg.partition(),
                   msg.offset(), kind, error.splitlines()[0] if error else "")
-        # Raises Transient if the DLQ is unreachable: the caller stops and nothing is committed.
-        send_sync(self.producer, topics.DLQ, msg.key(), letter.model_dump_json().encode(), letter.headers())
+        # If the DLQ is unreachable the flush raises Transient: the runner stops, nothing is committed.
+        self._delivery.produce(topics.DLQ, msg.key(), letter.model_dump_json().encode(), letter.headers())
         metrics.FAILED.labels(self.spec.name, kind).inc()
 
     # -- the loop ----------------------------------------------------------------------------
-    def run(self, stop: threading.Event, poll_s: float = 0.5) -> None:
+    def run(self, stop: threading.Event, poll_s: float = 0.5, batch: int = 16) -> None:
         self.consumer.subscribe([self.spec.source])
         try:
             while not stop.is_set():
-                msg = self.consumer.poll(poll_s)
+                msgs = self.consumer.consume(num_messages=batch, timeout=poll_s)
                 self._update_lag()
-                if msg is None:
-                    continue
-                if msg.error() is not None:
-                    log.warning("%s: consumer error: %s", self.spec.name, msg.error())
-                    continue
-                self.process(msg)
+                good = []
+                for msg in msgs:
+                    if msg.error() is not None:
+                        log.warning("%s: consumer error: %s", self.spec.name, msg.error())
+                    else:
+                        good.append(msg)
+                if good:
+                    self.process_batch(good)
         finally:
             self.consumer.close()
 

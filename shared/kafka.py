@@ -67,3 +67,34 @@ def send_sync(producer: Producer, topic: str, key: bytes | None, value: bytes,
         raise Transient(f"kafka did not acknowledge a message to {topic} within {timeout}s")
     if errors:
         raise Transient(f"kafka rejected a message to {topic}: {errors[0]}")
+
+
+class DeliveryTracker:
+    """Produces asynchronously and, on `flush`, waits for every acknowledgement since the last
+    flush; raises Transient if any message was not acknowledged (the caller must not commit)."""
+
+    def __init__(self, producer: Producer, timeout: float = 60.0) -> None:
+        self.producer = producer
+        self.timeout = timeout
+        self._errors: list[KafkaError] = []
+
+    def _on_delivery(self, err: KafkaError | None, _msg: Any) -> None:
+        if err is not None:
+            self._errors.append(err)
+
+    def produce(self, topic: str, key: bytes | None, value: bytes,
+                headers: list[tuple[str, bytes]] | None = None) -> None:
+        while True:
+            try:
+                self.producer.produce(topic, key=key, value=value, headers=headers, on_delivery=self._on_delivery)
+                return
+            except BufferError:  # local queue full: let deliveries drain, then retry
+                self.producer.poll(0.5)
+
+    def flush(self) -> None:
+        pending = self.producer.flush(self.timeout)
+        errors, self._errors = self._errors, []
+        if pending:
+            raise Transient(f"kafka did not acknowledge {pending} message(s) within {self.timeout}s")
+        if errors:
+            raise Transient(f"kafka rejected {len(errors)} message(s): {errors[0]}")
