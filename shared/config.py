@@ -40,7 +40,17 @@ class PostgresSettings(_Section):
     database: str = "manifold"
     user: str = "postgres"
     password: SecretStr = SecretStr("manifold-local")
+    ingest_password: SecretStr = SecretStr("manifold-ingest-local")
+    query_password: SecretStr = SecretStr("manifold-query-local")
     shared_buffers_mb: int = Field(128, ge=16)
+
+    def ingest_conninfo(self) -> str:
+        """The ingestion role: writes tenant tables, held to row-level security."""
+        return self.conninfo("manifold_ingest", self.ingest_password.get_secret_value())
+
+    def query_conninfo(self) -> str:
+        """The query role: read-only, serving tables only, held to row-level security."""
+        return self.conninfo("manifold_query", self.query_password.get_secret_value())
 
     def conninfo(self, user: str | None = None, password: str | None = None) -> str:
         """A libpq conninfo string; the password is only placed here, never logged."""

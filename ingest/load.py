@@ -1,0 +1,62 @@
+"""Load stage: write a version's artifacts to every store, non-serving, and announce them.
+
+`handle(doc, relational, text, graph) -> LoadNotice` is the one handler for live ingestion,
+replay and backfill; it reaches the stores only through the ports it is given.
+
+Guarantees:
+- **Validated first.** A document no store could hold consistently (duplicate ids, a vector of
+  the wrong dimension, a relation to an unknown entity, an unsafe graph label or relationship
+  type, provenance pointing elsewhere) raises `BadInput` before anything is written.
+- **Idempotent.** Each store's `write_version` is an exact, idempotent upsert of this version,
+  so a replay (after a crash anywhere in between) converges to the same state and counts.
+- **Non-serving.** Nothing written here is visible to queries; the publisher activates the
+  version after verifying every store against the `LoadNotice`.
+- **Checked on the way out.** Each store's manifest, read back after its write, must equal the
+  expected one; otherwise `Transient` (the write is retried, then dead-lettered).
+- The `LoadNotice` carries the EXPECTED manifests, computed from `doc` alone by
+  `expected_manifests` (postgres, elasticsearch, neo4j, in that order), so the publisher compares
+  the source of truth with what each store reports, not a store with itself.
+"""
+
+from __future__ import annotations
+
+from manifold.shared.artifacts import ExtractedDocument, LoadNotice, StoreManifest
+from manifold.shared.errors import Transient
+from manifold.shared.ports import GraphStore, RelationalStore, TextIndex
+from manifold.shared.stores import manifest as _manifest
+
+
+def expected_manifests(doc: ExtractedDocument) -> list[StoreManifest]:
+    """What each store must hold for `doc`'s version: counts and order-independent checksums
+    over the same (id, content-hash) pairs the adapters rebuild from stored values.
+
+    postgres: chunks, vectors, sections, records, record_lines, review_items;
+    elasticsearch: chunks; neo4j: entities (mentioned by this version), edges (this version's).
+    Pure and deterministic; raises `BadInput` for an inconsistent document.
+    """
+    return _manifest.expected(doc)
+
+
+def _difference(expected: StoreManifest, actual: StoreManifest) -> str:
+    kinds = sorted(set(expected.counts) | set(actual.counts))
+    parts = [
+        f"{k}: {actual.counts.get(k)} stored vs {expected.counts.get(k)} expected"
+        if actual.counts.get(k) != expected.counts.get(k) else f"{k}: checksum differs"
+        for k in kinds
+        if actual.counts.get(k) != expected.counts.get(k) or actual.checksums.get(k) != expected.checksums.get(k)
+    ]
+    return "; ".join(parts) or "store name differs"
+
+
+def handle(doc: ExtractedDocument, relational: RelationalStore, text: TextIndex, graph: GraphStore) -> LoadNotice:
+    """Write `doc`'s version to PostgreSQL, then Elasticsearch, then Neo4j (state `staged`) and
+    return the `LoadNotice` for the publisher. See the module docstring for guarantees."""
+    expected = expected_manifests(doc)
+    for store, want in zip((relational, text, graph), expected, strict=True):
+        got = store.write_version(doc)
+        if got != want:
+            raise Transient(
+                f"{want.store} does not hold {doc.doc.document_id}@{doc.doc.version} as written: "
+                f"{_difference(want, got)}"
+            )
+    return LoadNotice(doc=doc.doc, versions=doc.versions, stores=expected)

@@ -1,0 +1,89 @@
+"""Parse stage: one document version's bytes -> layout elements in reading order (pure handler).
+
+Guarantees:
+- Pure and deterministic: the same (doc, bytes, versions) always gives the same `ParsedDocument`;
+  no I/O beyond reading installed packages, no network, no clock.
+- Every supported media type (`manifold.ingest.media.SUPPORTED_MEDIA_TYPES`) is read by its
+  reader in `parse_formats`; `application/octet-stream` is sniffed from the document name
+  (metadata `filename`, else the document id) and the first bytes.
+- Failures are typed: an unknown media type raises `UnsupportedMediaType`; corrupt, truncated,
+  binary-as-text or undecodable content raises `BadInput` with the reason. Empty content (no
+  bytes, or only whitespace) is an empty document: zero elements, not an error.
+- Element text is whitespace-normalised (runs collapse to one space, zero-width characters and
+  soft hyphens go, ligatures are expanded); table cells likewise, and a table's text is its rows
+  rendered as ` | `-joined lines, header first. Empty elements are dropped; indexes are 0..n-1.
+- The `versions` passed in are recorded as given; `PARSER_VERSION` is what this code produces.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from pathlib import Path
+
+from manifold.ingest import parse_formats
+from manifold.ingest.media import SUPPORTED_MEDIA_TYPES, guess_media_type
+from manifold.ingest.parse_formats import Draft
+from manifold.shared.artifacts import DocRef, Element, ParsedDocument, PipelineVersions
+from manifold.shared.errors import UnsupportedMediaType
+
+PARSER_VERSION = "unstructured-0.27.35+p1"
+
+_ALIASES = {
+    "text/x-markdown": "text/markdown",
+    "application/xhtml+xml": "text/html",
+    "application/csv": "text/csv",
+    "text/x-csv": "text/csv",
+    "text/json": "application/json",
+}
+_OPAQUE = {"application/octet-stream", "binary/octet-stream"}
+_INVISIBLE = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad"), None) | {
+    ord("\ufb00"): "ff", ord("\ufb01"): "fi", ord("\ufb02"): "fl", ord("\ufb03"): "ffi", ord("\ufb04"): "ffl",
+}
+
+
+def handle(doc: DocRef, content: bytes, versions: PipelineVersions) -> ParsedDocument:
+    """Parse `content` (the bytes of `doc`) into elements; see the module docstring for guarantees."""
+    media_type = resolve_media_type(doc, content)
+    drafts = [] if not content.strip() else parse_formats.READERS[media_type](content)
+    return ParsedDocument(doc=doc, versions=versions, elements=_elements(drafts))
+
+
+def resolve_media_type(doc: DocRef, content: bytes) -> str:
+    """The supported media type `doc` is read as; raises `UnsupportedMediaType` otherwise."""
+    declared: str = doc.media_type.split(";", 1)[0].strip().lower()
+    media_type: str = _ALIASES.get(declared, declared)
+    if media_type in _OPAQUE:
+        name = doc.metadata.get("filename")
+        sniffed = guess_media_type(Path(name if isinstance(name, str) else doc.document_id), content[:8192])
+        if sniffed is None:
+            raise UnsupportedMediaType(
+                f"media type {doc.media_type!r}: neither the name nor the content identify a supported format"
+            )
+        return sniffed
+    if media_type not in SUPPORTED_MEDIA_TYPES:
+        raise UnsupportedMediaType(
+            f"no parser for media type {doc.media_type!r}; supported: {', '.join(sorted(SUPPORTED_MEDIA_TYPES))}"
+        )
+    return media_type
+
+
+def _elements(drafts: list[Draft]) -> list[Element]:
+    elements: list[Element] = []
+    for draft in drafts:
+        rows = None
+        if draft.rows is not None:
+            rows = [[_clean(cell) for cell in row] for row in draft.rows]
+            rows = [row for row in rows if any(row)] or None
+            text = "\n".join(" | ".join(row) for row in rows or [])
+        else:
+            text = _clean(draft.text)
+        if not text:
+            continue
+        elements.append(
+            Element(index=len(elements), kind=draft.kind, text=text, depth=draft.depth, page=draft.page, rows=rows)
+        )
+    return elements
+
+
+def _clean(text: str) -> str:
+    return " ".join(unicodedata.normalize("NFC", text).translate(_INVISIBLE).split())

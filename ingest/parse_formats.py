@@ -1,0 +1,470 @@
+"""Format readers: bytes of one media type -> layout `Draft`s in reading order (pure functions).
+
+Guarantees:
+- Same bytes, same drafts (no clocks, no randomness; language detection is switched off).
+- Every failure of a third-party library (unstructured, pdfminer, zipfile, csv, json, email)
+  leaves as `BadInput` with a readable reason; a bug in this module stays a plain exception.
+- Nothing touches the network: unstructured telemetry is opted out before its first import and
+  its spaCy model comes from the installed `en_core_web_sm` package.
+
+unstructured partitions text, Markdown, HTML, DOCX and email bodies. CSV, JSON and PDF are read
+here because unstructured cannot do them faithfully offline: `partition_csv` truncates
+single-column files and rejects ragged rows, `partition_json` reads only its own element format,
+and `partition_pdf` needs the `unstructured[pdf]` inference stack (pdfminer.six is used instead).
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import io
+import json
+import os
+import re
+import zipfile
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from decimal import Decimal
+from email import policy
+from email.parser import BytesParser
+from typing import Any
+
+from manifold.shared.artifacts import ElementKind
+from manifold.shared.errors import BadInput
+
+MAX_DOCX_UNPACKED_BYTES = 256 * 1024 * 1024
+_RECORD_KEYS = ("records", "items", "rows")
+_WRAPPED_LINE = 40  # a line at least this long, followed by more text, is a wrapped paragraph
+_EMAIL_HEADERS = ("From", "To", "Cc", "Subject", "Date")
+_PARAGRAPH_START = re.compile(
+    r"^(?:[-*•▪‣◦–]\s|\(?\d{1,3}(?:\.\d{1,3})*[.)]\s|\d{1,3}(?:\.\d{1,3})+\s|§|(?:Article|Section|Clause)\s+\d)",
+    re.IGNORECASE,
+)
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
+_ADDRESS = re.compile(r" at 0x[0-9a-f]+", re.IGNORECASE)
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1a\x1c-\x1f\x7f]")
+
+
+@dataclass(frozen=True)
+class Draft:
+    """One element before indexing and whitespace normalisation (done by the parse handler)."""
+
+    kind: ElementKind
+    text: str
+    depth: int = 0
+    page: int | None = None
+    rows: list[list[str]] | None = None
+
+
+# ----------------------------------------------------------------------------- shared helpers
+
+
+@contextmanager
+def library_errors(what: str) -> Iterator[None]:
+    """Turn any failure inside a third-party parser into `BadInput` naming the format."""
+    try:
+        yield
+    except BadInput:
+        raise
+    except Exception as err:  # noqa: BLE001 - the library's failure is the input's fault
+        detail = _ADDRESS.sub("", f"{type(err).__name__}: {err}")[:300]
+        raise BadInput(f"cannot parse {what}: {detail}") from err
+
+
+def decode_text(content: bytes, declared: str | None = None) -> str:
+    """Text of `content`: BOM, then the declared charset, then UTF-8, then Windows-1252.
+
+    Raises `BadInput` for binary content (NUL or many control bytes) and for bytes no candidate
+    decodes strictly; nothing is ever decoded with replacement characters.
+    """
+    for bom, codec in ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
+                       (codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"),
+                       (codecs.BOM_UTF16_BE, "utf-16")):
+        if content.startswith(bom):
+            with library_errors(f"text ({codec} with byte-order mark)"):
+                return _checked_text(content.decode(codec))
+    if b"\x00" in content:
+        raise BadInput("content looks binary (NUL bytes), not text")
+    candidates = [c for c in (_codec(declared), "utf-8", "cp1252") if c is not None]
+    first_error: UnicodeDecodeError | None = None
+    for codec in dict.fromkeys(candidates):
+        try:
+            return _checked_text(content.decode(codec))
+        except UnicodeDecodeError as err:
+            first_error = first_error or err
+    assert first_error is not None
+    raise BadInput(
+        f"content is not decodable text: invalid {first_error.encoding} byte at offset {first_error.start}"
+    )
+
+
+def _codec(name: str | None) -> str | None:
+    if not name:
+        return None
+    try:
+        codec = codecs.lookup(name).name
+        "x".encode(codec)  # LookupError for codecs that are not text encodings (base64, zlib, ...)
+    except LookupError:
+        return None
+    if codec.startswith(("utf-16", "utf-32")):
+        return "utf-8"  # a declaration inside the bytes cannot be UTF-16 without a BOM (HTML5 rule)
+    return "cp1252" if codec in {"latin-1", "iso8859-1", "ascii"} else codec  # as browsers do
+
+
+def _checked_text(text: str) -> str:
+    controls = len(_CONTROL.findall(text[:65536]))
+    if "\x00" in text or controls > max(2, len(text[:65536]) // 100):
+        raise BadInput("content looks binary (NUL bytes or control characters), not text")
+    return text
+
+
+def rows_from_html(html: str | None) -> list[list[str]] | None:
+    """Cells of an HTML table (`colspan` repeated, rows padded to one width), or None if empty."""
+    if not html:
+        return None
+    import lxml.html
+
+    rows: list[list[str]] = []
+    for tr in lxml.html.fromstring(html).iter("tr"):
+        cells: list[str] = []
+        for cell in tr:
+            if cell.tag in ("td", "th"):
+                span = int(cell.get("colspan", "1")) if cell.get("colspan", "1").isdigit() else 1
+                cells.extend([" ".join(cell.text_content().split())] * max(1, min(span, 50)))
+        if any(cells):
+            rows.append(cells)
+    return _padded(rows) or None
+
+
+def _padded(rows: list[list[str]]) -> list[list[str]]:
+    width = max((len(r) for r in rows), default=0)
+    return [r + [""] * (width - len(r)) for r in rows]
+
+
+# ----------------------------------------------------------------------------- unstructured
+
+
+def _unstructured_env() -> None:
+    """Opt out of unstructured's telemetry ping and banner before it is first imported."""
+    os.environ.setdefault("DO_NOT_TRACK", "1")
+    os.environ.setdefault("SCARF_NO_ANALYTICS", "1")
+    os.environ.setdefault("UNSTRUCTURED_DISABLE_NOTICE", "1")
+
+
+_KINDS: dict[str, ElementKind] = {
+    "Title": "Title", "NarrativeText": "NarrativeText", "ListItem": "ListItem", "Table": "Table",
+    "Address": "Address", "UncategorizedText": "Text", "Text": "Text", "EmailAddress": "Text",
+    "FigureCaption": "Text", "CodeSnippet": "Text", "Formula": "Text",
+}
+_DROPPED = {"PageBreak", "PageNumber"}
+
+
+def from_unstructured(
+    elements: Iterable[Any], *, list_base: int = 0, demote_titles: bool = False, page: int | None = None
+) -> list[Draft]:
+    """Map unstructured elements to drafts: titles get a 1-based heading level, list items their
+    nesting (0 = top level; `list_base` is what the partitioner calls top level), tables rows."""
+    drafts: list[Draft] = []
+    for el in elements:
+        category = str(el.category)
+        if category in _DROPPED:
+            continue
+        kind: ElementKind = _KINDS.get(category, "Other")
+        depth = el.metadata.category_depth or 0
+        if kind == "Title" and demote_titles:
+            kind, depth = "Text", 0
+        elif kind == "Title":
+            depth += 1
+        elif kind == "ListItem":
+            depth = max(0, depth - list_base)
+        else:
+            depth = 0
+        rows = rows_from_html(el.metadata.text_as_html) if kind == "Table" else None
+        if kind == "Table" and rows is None:
+            rows = [[str(el.text)]]
+        drafts.append(Draft(kind, str(el.text or ""), depth, page or el.metadata.page_number, rows))
+    return drafts
+
+
+def read_text(content: bytes) -> list[Draft]:
+    return text_drafts(decode_text(content))
+
+
+def text_drafts(text: str, *, demote_titles: bool = False) -> list[Draft]:
+    """Plain text: paragraphs are blank-line separated; a line opening with a bullet or a
+    numbered clause starts its own paragraph; other line breaks inside a paragraph are joined."""
+    _unstructured_env()
+    from unstructured.partition.text import partition_text
+
+    paragraphs: list[str] = []
+    for block in re.split(r"\n\s*\n", text.replace("\r\n", "\n").replace("\r", "\n")):
+        previous = ""
+        for line in (raw.strip() for raw in block.split("\n")):
+            if not line:
+                continue
+            if len(previous) >= _WRAPPED_LINE and not _PARAGRAPH_START.match(line):
+                paragraphs[-1] += " " + line  # a hard-wrapped line continues its paragraph
+            else:
+                paragraphs.append(line)
+            previous = line
+    joined = "\n".join(paragraphs)
+    with library_errors("text"):
+        elements = partition_text(text=joined, paragraph_grouper=False, languages=[""])
+    return from_unstructured(elements, demote_titles=demote_titles)
+
+
+def read_markdown(content: bytes) -> list[Draft]:
+    _unstructured_env()
+    from unstructured.partition.md import partition_md
+
+    text = decode_text(content)
+    with library_errors("Markdown"):
+        return from_unstructured(partition_md(text=text, languages=[""]), list_base=1)
+
+
+def read_html(content: bytes) -> list[Draft]:
+    declared = _META_CHARSET.search(content[:4096])
+    return html_drafts(decode_text(content, declared.group(1).decode() if declared else None))
+
+
+def html_drafts(text: str) -> list[Draft]:
+    _unstructured_env()
+    from unstructured.partition.html import partition_html
+
+    if not text.strip():
+        return []
+    with library_errors("HTML"):
+        return from_unstructured(partition_html(text=text, languages=[""]), list_base=1)
+
+
+def read_docx(content: bytes) -> list[Draft]:
+    """DOCX via unstructured, after checking it is a complete zip with a main document part."""
+    _unstructured_env()
+    from unstructured.partition.docx import partition_docx
+
+    with library_errors("DOCX"):
+        try:
+            archive = zipfile.ZipFile(io.BytesIO(content))
+        except zipfile.BadZipFile as err:
+            raise BadInput(f"not a DOCX file: the zip archive is truncated or corrupt ({err})") from None
+        with archive:
+            names = set(archive.namelist())
+            unpacked = sum(info.file_size for info in archive.infolist())
+        if "word/document.xml" not in names:
+            raise BadInput("not a DOCX file: the archive has no word/document.xml")
+        if unpacked > MAX_DOCX_UNPACKED_BYTES:
+            raise BadInput(f"DOCX unpacks to {unpacked} bytes; the limit is {MAX_DOCX_UNPACKED_BYTES}")
+        elements = partition_docx(file=io.BytesIO(content), include_page_breaks=False, languages=[""])
+    return from_unstructured(elements)
+
+
+# ----------------------------------------------------------------------------- CSV and JSON
+
+
+def read_csv(content: bytes) -> list[Draft]:
+    """One `Table`: every row as read (header first), ragged rows padded; cells kept verbatim."""
+    text = decode_text(content)
+    if not text.strip():
+        return []
+    try:  # only the delimiter is sniffed; quoting stays RFC 4180 (a guessed quote char misreads prose)
+        delimiter = csv.Sniffer().sniff(text[:8192], delimiters=",;\t|").delimiter
+    except csv.Error:
+        delimiter = ","
+    with library_errors("CSV"):
+        reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+        rows = [r for r in reader if any(c.strip() for c in r)]
+    rows = _padded([[" ".join(c.split()) for c in r] for r in rows])
+    return [Draft("Table", "", rows=rows)] if rows else []
+
+
+def read_json(content: bytes) -> list[Draft]:
+    """A list of objects (or {"records"|"items"|"rows": [...]}) -> one `Table`; any other JSON
+    -> one `Text` per leaf, `key.path[0]: value`, with lists of objects inside it as tables."""
+    text = decode_text(content)
+    if not text.strip():
+        return []
+    try:
+        value = json.loads(text, parse_float=Decimal)
+    except json.JSONDecodeError as err:
+        raise BadInput(f"invalid JSON: {err.msg} at line {err.lineno} column {err.colno}") from None
+    except RecursionError:
+        raise BadInput("invalid JSON: nested too deeply") from None
+    except ValueError as err:  # e.g. an integer literal beyond Python's digit limit
+        raise BadInput(f"invalid JSON: {err}") from None
+    if value == {} or value == []:
+        return []
+    if isinstance(value, dict) and len(value) == 1 and next(iter(value)) in _RECORD_KEYS:
+        inner = next(iter(value.values()))
+        value = inner if _is_records(inner) else value
+    try:
+        return list(_json_drafts(value, ""))
+    except RecursionError:
+        raise BadInput("JSON is nested too deeply to flatten") from None
+
+
+def _is_records(value: object) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, dict) for v in value)
+
+
+def _json_drafts(value: object, path: str) -> Iterator[Draft]:
+    if _is_records(value):
+        assert isinstance(value, list)
+        header = list(dict.fromkeys(k for record in value for k in record))
+        rows = [[_scalar(r[k]) if k in r else "" for k in header] for r in value]
+        yield Draft("Table", "", rows=[header, *rows])
+    elif isinstance(value, dict) and value:
+        for key, item in value.items():
+            yield from _json_drafts(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list) and value:
+        for i, item in enumerate(value):
+            yield from _json_drafts(item, f"{path}[{i}]")
+    else:
+        yield Draft("Text", f"{path}: {_scalar(value)}" if path else _scalar(value))
+
+
+def _scalar(value: object) -> str:
+    """A cell: strings as they are, numbers as written, containers as compact JSON."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(k, ensure_ascii=False)}: {_encoded(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_encoded(v) for v in value) + "]"
+    return json.dumps(value)
+
+
+def _encoded(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, str) else _scalar(value)
+
+
+# ----------------------------------------------------------------------------- email
+
+
+def read_email(content: bytes) -> list[Draft]:
+    """Headers (From, To, Cc, Subject, Date) as `EmailHeader`s, then the body (plain text
+    preferred over HTML), then one `Other` per attachment name. Body titles become `Text`
+    (a signature line is not a heading)."""
+    with library_errors("email"):
+        message = BytesParser(policy=policy.default).parsebytes(content)
+        if not message.keys():
+            raise BadInput("not an RFC 822 message: no header block")
+        drafts = [Draft("EmailHeader", f"{name}: {message[name]}") for name in _EMAIL_HEADERS if message[name]]
+        body = message.get_body(preferencelist=("plain", "html"))
+        body_text = body.get_content() if body is not None else ""
+        is_html = body is not None and body.get_content_subtype() == "html"
+        attachments = [part.get_filename() for part in message.iter_attachments()] if message.is_multipart() else []
+    drafts += html_drafts(body_text) if is_html else text_drafts(body_text, demote_titles=True)
+    drafts += [Draft("Other", f"Attachment: {name}") for name in attachments if name]
+    return drafts
+
+
+# ----------------------------------------------------------------------------- PDF
+
+
+@dataclass
+class _Line:
+    page: int
+    text: str
+    size: float
+    top: float
+    bottom: float
+
+
+def read_pdf(content: bytes) -> list[Draft]:
+    """The text layer of a PDF with pdfminer.six: lines grouped into paragraphs (by font size,
+    spacing and bullets), larger-than-body paragraphs become titles ranked by size, the rest are
+    classified by unstructured's text heuristics. A PDF with images but no text is `BadInput`
+    (OCR is not supported); one with no text and no images is an empty document."""
+    lines, has_images = _pdf_lines(content)
+    if not lines:
+        if has_images:
+            raise BadInput("PDF has no text layer (scanned or image-only); OCR is not supported")
+        return []
+    paragraphs = _pdf_paragraphs(lines)
+    weights: Counter[float] = Counter()
+    for para in paragraphs:
+        weights[para.size] += len(para.text)
+    body = weights.most_common(1)[0][0]
+    heading_sizes = sorted({p.size for p in paragraphs if _is_heading(p, body)}, reverse=True)
+    _unstructured_env()
+    from unstructured.partition.text import element_from_text
+
+    drafts: list[Draft] = []
+    for para in paragraphs:
+        if para.size in heading_sizes and _is_heading(para, body):
+            drafts.append(Draft("Title", para.text, min(heading_sizes.index(para.size) + 1, 6), para.page))
+        else:
+            with library_errors("PDF text"):
+                element = element_from_text(para.text)
+            drafts += from_unstructured([element], demote_titles=bool(heading_sizes), page=para.page)
+    return drafts
+
+
+def _is_heading(para: _Line, body: float) -> bool:
+    return para.size >= body * 1.15 and len(para.text) <= 200
+
+
+def _pdf_lines(content: bytes) -> tuple[list[_Line], bool]:
+    """Text lines in reading order (text inside form XObjects included) and whether any page
+    holds an image."""
+    from pdfminer.high_level import extract_pages
+    from pdfminer.layout import LAParams, LTChar, LTFigure, LTImage, LTTextContainer, LTTextLine
+
+    lines: list[_Line] = []
+    has_images = False
+
+    def walk(items: Iterable[Any], page_no: int) -> None:
+        nonlocal has_images
+        for item in items:
+            if isinstance(item, LTImage):
+                has_images = True
+            elif isinstance(item, LTFigure):
+                walk(item, page_no)
+            elif isinstance(item, LTTextContainer):
+                for line in item:
+                    text = line.get_text().strip() if isinstance(line, LTTextLine) else ""
+                    sizes = sorted(c.size for c in line if isinstance(c, LTChar)) if text else []
+                    if sizes:
+                        size = round(sizes[len(sizes) // 2] * 2) / 2  # median, to half a point
+                        lines.append(_Line(page_no, text, size, line.y1, line.y0))
+
+    with library_errors("PDF"):
+        for page_no, page in enumerate(extract_pages(io.BytesIO(content), laparams=LAParams(all_texts=True)), start=1):
+            walk(page, page_no)
+    return lines, has_images
+
+
+def _pdf_paragraphs(lines: list[_Line]) -> list[_Line]:
+    paragraphs: list[_Line] = []
+    for line in lines:
+        prev = paragraphs[-1] if paragraphs else None
+        joins = (
+            prev is not None
+            and prev.page == line.page
+            and abs(prev.size - line.size) <= 0.1 * prev.size
+            and -0.3 * line.size <= prev.bottom - line.top <= 0.7 * line.size
+            and not _PARAGRAPH_START.match(line.text)
+        )
+        if prev is not None and joins:
+            hyphenated = prev.text.endswith("-") and prev.text[-2:-1].isalpha() and line.text[:1].islower()
+            prev.text = prev.text[:-1] + line.text if hyphenated else f"{prev.text} {line.text}"
+            prev.bottom = line.bottom
+        else:
+            paragraphs.append(_Line(line.page, line.text, line.size, line.top, line.bottom))
+    return paragraphs
+
+
+READERS: dict[str, Callable[[bytes], list[Draft]]] = {
+    "text/plain": read_text,
+    "text/markdown": read_markdown,
+    "text/html": read_html,
+    "text/csv": read_csv,
+    "application/json": read_json,
+    "message/rfc822": read_email,
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": read_docx,
+    "application/pdf": read_pdf,
+}

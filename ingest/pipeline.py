@@ -1,0 +1,135 @@
+"""The ingestion pipeline's steps: claim-check I/O around the pure stage handlers.
+
+Each `run_*` function takes one input message (already validated) and the ports, loads its
+payload from the staging store, calls the stage's pure handler, stores the output under a
+deterministic key and returns the next message. The Kafka runner and the in-process runner call
+these same functions, so every runtime runs the same code.
+
+Guarantees: idempotent (same input → same keys, same ids, upserts only); a version older than
+the newest one already loaded for the document is skipped (returns None) and changes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from manifold.ingest import chunk, embed, extract, load, parse
+from manifold.ingest.notices import StageNotice, payload_key
+from manifold.shared.artifacts import (
+    ChunkedDocument,
+    DocRef,
+    EmbeddedDocument,
+    ExtractedDocument,
+    LoadNotice,
+    ParsedDocument,
+    PipelineVersions,
+)
+from manifold.shared.config import IngestSettings
+from manifold.shared.embedding import Embedder, EmbeddingInfo
+from manifold.shared.errors import BadInput
+from manifold.shared.events import DocumentUpserted
+from manifold.shared.ports import GraphStore, RelationalStore, StagingStore, TextIndex
+
+
+def current_versions(settings: IngestSettings, embedding: EmbeddingInfo) -> PipelineVersions:
+    """The configuration every derived record of this deployment is built with."""
+    from manifold.ingest.vocabulary import GRAPH_SCHEMA_VERSION
+    from manifold.shared.stores.elasticsearch import ES_SCHEMA_VERSION
+    from manifold.shared.stores.pg_schema import PG_SCHEMA_VERSION
+
+    return PipelineVersions(
+        parser=parse.PARSER_VERSION,
+        chunker=chunk.CHUNKER_VERSION,
+        embedding_model=embedding.model,
+        embedding_revision=embedding.revision,
+        embedding_dim=embedding.dim,
+        embedding_normalized=embedding.normalized,
+        extraction=extract.EXTRACTION_VERSION,
+        pg_schema=str(PG_SCHEMA_VERSION),
+        es_schema=str(ES_SCHEMA_VERSION),
+        graph_schema=str(GRAPH_SCHEMA_VERSION),
+        chunk_max_chars=settings.chunk_max_chars,
+        chunk_overlap_chars=settings.chunk_overlap_chars,
+    )
+
+
+@dataclass
+class Ports:
+    settings: IngestSettings
+    versions: PipelineVersions
+    staging: StagingStore
+    relational: RelationalStore
+    text: TextIndex
+    graph: GraphStore
+    embedder: Embedder
+
+
+def _is_stale(ports: Ports, tenant_id: str, document_id: str, version: int) -> bool:
+    newest = ports.relational.newest_version(tenant_id, document_id)
+    return newest is not None and newest > version
+
+
+def _store(ports: Ports, notice_from: StageNotice | DocumentUpserted, stage: str, body: bytes) -> StageNotice:
+    key = payload_key(
+        notice_from.tenant_id, notice_from.document_id, notice_from.version, ports.versions.fingerprint()
+    )
+    ports.staging.put_payload(notice_from.tenant_id, key, stage, body)
+    return StageNotice(
+        event_id=notice_from.event_id,
+        tenant_id=notice_from.tenant_id,
+        document_id=notice_from.document_id,
+        version=notice_from.version,
+        stage=stage,  # type: ignore[arg-type]
+        payload_key=key,
+    )
+
+
+def _load(ports: Ports, notice: StageNotice, expected_stage: str) -> bytes:
+    if notice.stage != expected_stage:
+        raise BadInput(f"expected a '{expected_stage}' notice, got '{notice.stage}'")
+    return ports.staging.get_payload(notice.tenant_id, notice.payload_key, notice.stage)
+
+
+def run_parse(event: DocumentUpserted, ports: Ports) -> StageNotice | None:
+    if _is_stale(ports, event.tenant_id, event.document_id, event.version):
+        return None
+    if event.size > ports.settings.max_document_bytes:
+        raise BadInput(f"document is {event.size} bytes; the limit is {ports.settings.max_document_bytes}")
+    content = event.inline_content()
+    if content is None:
+        assert event.content_ref is not None
+        content = ports.staging.get_blob(event.tenant_id, event.content_ref.sha256)
+    doc = DocRef(
+        tenant_id=event.tenant_id,
+        document_id=event.document_id,
+        version=event.version,
+        content_sha256=event.content_sha256,
+        media_type=event.media_type,
+        metadata=event.metadata,
+    )
+    parsed = parse.handle(doc, content, ports.versions)
+    return _store(ports, event, "parsed", parsed.model_dump_json().encode())
+
+
+def run_chunk(notice: StageNotice, ports: Ports) -> StageNotice:
+    parsed = ParsedDocument.model_validate_json(_load(ports, notice, "parsed"))
+    return _store(ports, notice, "chunked", chunk.handle(parsed).model_dump_json().encode())
+
+
+def run_embed(notice: StageNotice, ports: Ports) -> StageNotice:
+    chunked = ChunkedDocument.model_validate_json(_load(ports, notice, "chunked"))
+    embedded = embed.handle(chunked, ports.embedder)
+    return _store(ports, notice, "embedded", embedded.model_dump_json().encode())
+
+
+def run_extract(notice: StageNotice, ports: Ports) -> StageNotice:
+    embedded = EmbeddedDocument.model_validate_json(_load(ports, notice, "embedded"))
+    extracted = extract.handle(embedded, column_map=ports.settings.record_column_map)
+    return _store(ports, notice, "extracted", extracted.model_dump_json().encode())
+
+
+def run_load(notice: StageNotice, ports: Ports) -> LoadNotice | None:
+    if _is_stale(ports, notice.tenant_id, notice.document_id, notice.version):
+        return None
+    extracted = ExtractedDocument.model_validate_json(_load(ports, notice, "extracted"))
+    return load.handle(extracted, ports.relational, ports.text, ports.graph)

@@ -1,0 +1,248 @@
+"""Elasticsearch adapter: `ElasticsearchTextIndex`, one document per chunk.
+
+Index `manifold-chunks-v1` (`ES_INDEX`, schema `ES_SCHEMA_VERSION`), reachable through the alias
+`manifold-chunks` so a future v2 can be backfilled in parallel and switched atomically. The
+mapping is strict (an unknown field is an error, not a silently added one):
+
+- `text`: analyzer `manifold_english` (BM25), with `text.std` (standard analyzer) for exact
+  wording;
+- keywords, never analysed: `tenant_id`, `document_id`, `doc_version` ("<document_id>@<version>"),
+  `chunk_id`, `section_id`, `section_title` (+ `section_title.text`, `manifold_english`), `section_path`,
+  `identifiers` (normalised business ids, exact match, no normalizer), `kind`,
+  `content_sha256`, `doc_content_sha256`, `media_type`, pipeline versions and fingerprint;
+- integers `version`, `ordinal`.
+
+`manifold_english` = standard tokenizer + lowercase + English stop words. It is not the built-in
+`english` analyzer because that (like every stemmer) lives in Elasticsearch's `analysis-common`
+module, which the Maven-published distribution the local stack runs does not contain; a custom
+analyzer from core components keeps the index identical in every environment. Adding stemming
+is a new index version (parallel backfill, then an alias switch), never an in-place change.
+
+Guarantees (in addition to `manifold.shared.ports`):
+- Document `_id` is `<tenant_id>/<chunk_id>`: a write can only ever replace a document of the
+  same tenant, whatever id it carries. `write_version` indexes (full replace = idempotent
+  upsert) with `refresh="wait_for"`, then removes this version's chunks that `doc` no longer
+  has; when it returns, searches see exactly `doc`'s chunks for the version.
+- Every search, count and delete is built here with a `term` filter on `tenant_id`;
+  callers cannot omit it.
+- Connection failures, timeouts and 429/5xx answers raise `Transient`; the index is created
+  idempotently on first use (or by `ensure_index()`), never at construction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from elasticsearch import ApiError, Elasticsearch, TransportError
+
+from manifold.shared.artifacts import ExtractedDocument, StoreManifest
+from manifold.shared.config import ManifoldSettings
+from manifold.shared.errors import Transient
+from manifold.shared.stores import manifest as mf
+
+ES_SCHEMA_VERSION = "1"
+ES_INDEX = f"manifold-chunks-v{ES_SCHEMA_VERSION}"
+ES_ALIAS = "manifold-chunks"
+
+_KEYWORD = {"type": "keyword"}
+_TEXT = "manifold_english"
+ES_SETTINGS: dict[str, Any] = {
+    "number_of_shards": 1,
+    "analysis": {
+        "filter": {"manifold_english_stop": {"type": "stop", "stopwords": "_english_"}},
+        "analyzer": {
+            _TEXT: {"type": "custom", "tokenizer": "standard", "filter": ["lowercase", "manifold_english_stop"]},
+        },
+    },
+}
+ES_MAPPING: dict[str, Any] = {
+    "dynamic": "strict",
+    "properties": {
+        "tenant_id": _KEYWORD,
+        "document_id": _KEYWORD,
+        "version": {"type": "integer"},
+        "doc_version": _KEYWORD,
+        "chunk_id": _KEYWORD,
+        "section_id": _KEYWORD,
+        "section_title": {"type": "keyword", "fields": {"text": {"type": "text", "analyzer": _TEXT}}},
+        "section_path": _KEYWORD,
+        "ordinal": {"type": "integer"},
+        "kind": _KEYWORD,
+        "text": {"type": "text", "analyzer": _TEXT, "fields": {"std": {"type": "text", "analyzer": "standard"}}},
+        "identifiers": _KEYWORD,
+        "content_sha256": _KEYWORD,
+        "doc_content_sha256": _KEYWORD,
+        "media_type": _KEYWORD,
+        "parser_version": _KEYWORD,
+        "chunker_version": _KEYWORD,
+        "extraction_version": _KEYWORD,
+        "es_schema_version": _KEYWORD,
+        "config_fingerprint": _KEYWORD,
+    },
+}
+_RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504}
+_BULK_BATCH = 500
+
+
+def _version_filter(tenant_id: str, document_id: str, version: int) -> list[dict[str, Any]]:
+    return [
+        {"term": {"tenant_id": tenant_id}},
+        {"term": {"document_id": document_id}},
+        {"term": {"version": version}},
+    ]
+
+
+class ElasticsearchTextIndex:
+    """`TextIndex` on Elasticsearch 8 (see the module docstring for mapping and guarantees)."""
+
+    def __init__(self, client: Elasticsearch, *, index: str = ES_INDEX, alias: str | None = ES_ALIAS,
+                 replicas: int = 0, page_size: int = 1000) -> None:
+        self._es = client
+        self._index = index
+        self._alias = alias
+        self._replicas = replicas
+        self._page_size = page_size
+        self._ready = False
+
+    @classmethod
+    def from_settings(cls, settings: ManifoldSettings, **kwargs: Any) -> ElasticsearchTextIndex:
+        return cls(Elasticsearch(settings.elasticsearch.url, request_timeout=30), **kwargs)
+
+    @property
+    def index(self) -> str:
+        return self._index
+
+    def ensure_index(self) -> None:
+        """Create the index (and alias) if absent; idempotent and safe to race."""
+        with _transient():
+            if not self._es.indices.exists(index=self._index):
+                try:
+                    self._es.indices.create(
+                        index=self._index,
+                        settings={**ES_SETTINGS, "number_of_replicas": self._replicas},
+                        mappings=ES_MAPPING,
+                        aliases={self._alias: {}} if self._alias else None,
+                    )
+                except ApiError as exc:
+                    if exc.meta.status != 400 or "resource_already_exists" not in str(exc):
+                        raise
+        self._ready = True
+
+    def _ensure(self) -> None:
+        if not self._ready:
+            self.ensure_index()
+
+    # ------------------------------------------------------------------ write
+
+    def write_version(self, doc: ExtractedDocument) -> StoreManifest:
+        mf.validate(doc)
+        self._ensure()
+        ref, v = doc.doc, doc.versions
+        titles = {s.section_id: s for s in doc.sections}
+        fp = v.fingerprint()
+        ops: list[dict[str, Any]] = []
+        for c in doc.chunks:
+            section = titles[c.section_id]
+            ops.append({"index": {"_index": self._index, "_id": f"{ref.tenant_id}/{c.chunk_id}"}})
+            ops.append({
+                "tenant_id": ref.tenant_id, "document_id": ref.document_id, "version": ref.version,
+                "doc_version": f"{ref.document_id}@{ref.version}", "chunk_id": c.chunk_id,
+                "section_id": c.section_id, "section_title": section.title, "section_path": list(section.path),
+                "ordinal": c.ordinal, "kind": c.kind, "text": c.text, "identifiers": list(c.identifiers),
+                "content_sha256": c.content_sha256, "doc_content_sha256": ref.content_sha256,
+                "media_type": ref.media_type, "parser_version": v.parser, "chunker_version": v.chunker,
+                "extraction_version": v.extraction, "es_schema_version": v.es_schema, "config_fingerprint": fp,
+            })
+        with _transient():
+            for start in range(0, len(ops), 2 * _BULK_BATCH):
+                result = self._es.bulk(operations=ops[start:start + 2 * _BULK_BATCH], refresh="wait_for")
+                if result.get("errors"):
+                    _raise_bulk_errors(result)
+            keep = [c.chunk_id for c in doc.chunks]
+            where = _version_filter(ref.tenant_id, ref.document_id, ref.version)
+            stored = self._es.count(index=self._index, query={"bool": {"filter": where}})["count"]
+            if stored != len(keep):  # something of this version is no longer in doc
+                self._delete_matching({"bool": {"filter": where, "must_not": [{"terms": {"chunk_id": keep}}]}})
+        return self.manifest(ref.tenant_id, ref.document_id, ref.version)
+
+    # ------------------------------------------------------------------ delete
+
+    def delete_version(self, tenant_id: str, document_id: str, version: int) -> None:
+        mf.check_tenant(tenant_id)
+        self._ensure()
+        query = {"bool": {"filter": _version_filter(tenant_id, document_id, version)}}
+        with _transient():
+            self._delete_matching(query)
+
+    def _delete_matching(self, query: dict[str, Any]) -> None:
+        """Delete every document matching `query` (which always holds the tenant filter).
+
+        Ids are paged with `search_after` and deleted with bulk requests (`refresh="wait_for"`),
+        because `_delete_by_query` lives in the `reindex` module, which the Maven-published
+        distribution lacks. Not atomic, but idempotent: a crash midway is finished by a retry.
+        """
+        for _ in range(3):
+            ids = [hit["_id"] for hit in self._scan(query, source=False)]
+            if not ids:
+                return
+            for start in range(0, len(ids), _BULK_BATCH):
+                ops = [{"delete": {"_index": self._index, "_id": i}} for i in ids[start:start + _BULK_BATCH]]
+                result = self._es.bulk(operations=ops, refresh="wait_for")
+                if result.get("errors"):
+                    failures = [it["delete"] for it in result["items"] if it["delete"].get("status") not in (200, 404)]
+                    if failures:
+                        _raise_bulk_errors({"items": [{"index": f} for f in failures]})
+        left = self._es.count(index=self._index, query=query)["count"]
+        if left:
+            raise Transient(f"elasticsearch: {left} documents still match after delete (concurrent writes)")
+
+    def _scan(self, query: dict[str, Any], source: list[str] | bool) -> Iterator[dict[str, Any]]:
+        """Every hit of `query`, one page at a time (`search_after` on `chunk_id`, unique within the
+        one tenant's document version every query here is confined to)."""
+        after: list[Any] | None = None
+        while True:
+            page = self._es.search(
+                index=self._index, query=query, size=self._page_size, sort=[{"chunk_id": "asc"}],
+                source=source, track_total_hits=False,
+                **({"search_after": after} if after is not None else {}),
+            )["hits"]["hits"]
+            yield from page
+            if len(page) < self._page_size:
+                return
+            after = page[-1]["sort"]
+
+    # ------------------------------------------------------------------ manifest
+
+    def manifest(self, tenant_id: str, document_id: str, version: int) -> StoreManifest:
+        mf.check_tenant(tenant_id)
+        self._ensure()
+        query = {"bool": {"filter": _version_filter(tenant_id, document_id, version)}}
+        with _transient():
+            count = self._es.count(index=self._index, query=query)["count"]
+            pairs = [(h["_source"]["chunk_id"], h["_source"]["content_sha256"])
+                     for h in self._scan(query, source=["chunk_id", "content_sha256"])]
+        built = mf.build_manifest("elasticsearch", mf.ELASTICSEARCH_KINDS, {"chunks": pairs})
+        # `count` comes from the count API, the checksum (which folds in its own count) from the
+        # documents read: a disagreement between them stays visible to the verifier.
+        return built.model_copy(update={"counts": {"chunks": count}})
+
+
+@contextmanager
+def _transient() -> Iterator[None]:
+    try:
+        yield
+    except ApiError as exc:
+        if exc.meta.status in _RETRYABLE_STATUS:
+            raise Transient(f"elasticsearch answered {exc.meta.status}: {exc.message}") from exc
+        raise
+    except TransportError as exc:  # connection refused, timeouts, TLS: the server is unreachable
+        raise Transient(f"elasticsearch unreachable: {type(exc).__name__}: {exc}") from exc
+
+
+def _raise_bulk_errors(result: dict[str, Any]) -> None:
+    failures = [item["index"] for item in result["items"] if "error" in item.get("index", {})]
+    if any(f.get("status") in _RETRYABLE_STATUS for f in failures):
+        raise Transient(f"elasticsearch bulk: {len(failures)} items rejected, first: {failures[0].get('error')}")
+    raise RuntimeError(f"elasticsearch bulk: {len(failures)} items failed, first: {failures[0].get('error')}")

@@ -1,0 +1,288 @@
+"""Neo4j adapter: `Neo4jGraphStore`.
+
+Graph model (`NEO4J_MODEL_VERSION`):
+
+- `(:Entity:<TypeLabel> {tenant_id, entity_id, type, canonical_key, name, aliases,
+  properties_json})` - one node per (tenant, entity id), shared by every document that names
+  the entity. Unique on (tenant_id, entity_id). `<TypeLabel>` is the entity type in PascalCase
+  (`supplier` -> `Supplier`), ASCII letters only, validated (`manifest.graph_label`).
+  `name` and `properties_json` are last-writer-wins; `aliases` accumulate.
+- `(:DocumentVersion {tenant_id, document_id, version, content_sha256, config_fingerprint,
+  graph_schema_version, graph_model_version})` - one node per loaded version, unique on (tenant, document, version).
+- Provenance of entities: `(:Entity)-[:MENTIONED_IN {mention_key, tenant_id, document_id,
+  version, chunk_id, record_id, extraction_version}]->(:DocumentVersion)`, one link per
+  distinct (chunk, record, extraction version) in the entity's provenance. The chunk id on
+  the link is the citation; linking to the version node (rather than a node per chunk) makes a
+  version's footprint one node to find and delete.
+- Relations: `(:Entity)-[:<TYPE> {relation_id, tenant_id, document_id, version, doc_version,
+  chunk_id, record_id, extraction_version, valid_from, valid_to, properties_json}]->(:Entity)`,
+  `<TYPE>` UPPER_SNAKE, validated against the pattern and, if given, an allowlist. Edges belong
+  to exactly one document version; query workers must keep only edges of active versions.
+
+Guarantees (in addition to `manifold.shared.ports`):
+- Labels and relationship types are never interpolated: they are validated, then passed as
+  parameters with Cypher's dynamic `$(...)` syntax (Neo4j 5.26+). All values are parameters.
+- Every MATCH/MERGE names `tenant_id` on the nodes and relationships it touches.
+- `write_version` and `delete_version` are each one explicit transaction (no driver-side
+  retry: retries belong to the stage runner). MERGE on the deterministic ids makes replays
+  create nothing. After `delete_version`, entities left with no relationship at all are removed;
+  entities still named by another version or joined by another version's edge stay.
+- `ServiceUnavailable`, `SessionExpired`, transient server errors and unknown commit outcomes
+  raise `Transient`. Constraints are created on first use (or by `ensure_schema()`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import neo4j
+from neo4j import exceptions as neo4j_errors
+
+from manifold.shared.artifacts import ExtractedDocument, StoreManifest
+from manifold.shared.config import ManifoldSettings
+from manifold.shared.errors import BadInput, Transient
+from manifold.shared.stores import manifest as mf
+
+NEO4J_MODEL_VERSION = "1"
+"""Version of the physical graph model below (labels, keys, link layout). The vocabulary's own
+version is `PipelineVersions.graph_schema`; both are stored on every `DocumentVersion` node."""
+
+SCHEMA_STATEMENTS = (
+    "CREATE CONSTRAINT manifold_entity_key IF NOT EXISTS "
+    "FOR (e:Entity) REQUIRE (e.tenant_id, e.entity_id) IS UNIQUE",
+    "CREATE CONSTRAINT manifold_document_version_key IF NOT EXISTS "
+    "FOR (v:DocumentVersion) REQUIRE (v.tenant_id, v.document_id, v.version) IS UNIQUE",
+    "CREATE INDEX manifold_entity_tenant IF NOT EXISTS FOR (e:Entity) ON (e.tenant_id)",
+)
+
+_MERGE_VERSION = """
+MERGE (v:DocumentVersion {tenant_id: $tenant, document_id: $document_id, version: $version})
+SET v.content_sha256 = $content_sha256, v.config_fingerprint = $fingerprint,
+    v.graph_schema_version = $graph_schema, v.graph_model_version = $graph_model
+"""
+_MERGE_ENTITIES = """
+UNWIND $entities AS row
+MERGE (e:Entity {tenant_id: $tenant, entity_id: row.entity_id})
+SET e:$(row.label), e.type = row.type, e.canonical_key = row.canonical_key, e.name = row.name,
+    e.aliases = reduce(acc = coalesce(e.aliases, []), a IN row.aliases |
+                       CASE WHEN a IN acc THEN acc ELSE acc + a END),
+    e.properties_json = row.properties_json
+"""
+_DROP_STALE_MENTIONS = """
+MATCH (v:DocumentVersion {tenant_id: $tenant, document_id: $document_id, version: $version})
+      <-[m:MENTIONED_IN]-(e:Entity {tenant_id: $tenant})
+WHERE NOT m.mention_key IN $keep
+DELETE m
+RETURN collect(DISTINCT e.entity_id) AS touched
+"""
+_MERGE_MENTIONS = """
+MATCH (v:DocumentVersion {tenant_id: $tenant, document_id: $document_id, version: $version})
+UNWIND $mentions AS row
+MATCH (e:Entity {tenant_id: $tenant, entity_id: row.entity_id})
+MERGE (e)-[m:MENTIONED_IN {mention_key: row.mention_key}]->(v)
+SET m.tenant_id = $tenant, m.document_id = $document_id, m.version = $version,
+    m.chunk_id = row.chunk_id, m.record_id = row.record_id, m.extraction_version = row.extraction_version
+"""
+_DROP_EDGES = """
+MATCH (s:Entity {tenant_id: $tenant})-[r]->(o:Entity {tenant_id: $tenant})
+WHERE r.tenant_id = $tenant AND r.document_id = $document_id AND r.version = $version
+  AND ($keep IS NULL OR NOT {relation_id: r.relation_id, type: type(r), source_id: s.entity_id,
+                              target_id: o.entity_id} IN $keep)
+WITH collect(r) AS rels, collect(DISTINCT s.entity_id) + collect(DISTINCT o.entity_id) AS touched
+FOREACH (r IN rels | DELETE r)
+RETURN touched
+"""
+_MERGE_EDGES = """
+UNWIND $relations AS row
+MATCH (s:Entity {tenant_id: $tenant, entity_id: row.source_id})
+MATCH (o:Entity {tenant_id: $tenant, entity_id: row.target_id})
+MERGE (s)-[r:$(row.type) {relation_id: row.relation_id}]->(o)
+SET r.tenant_id = $tenant, r.document_id = $document_id, r.version = $version,
+    r.doc_version = $doc_version, r.chunk_id = row.chunk_id, r.record_id = row.record_id,
+    r.extraction_version = row.extraction_version, r.valid_from = row.valid_from,
+    r.valid_to = row.valid_to, r.properties_json = row.properties_json
+"""
+_DROP_VERSION_NODE = """
+MATCH (v:DocumentVersion {tenant_id: $tenant, document_id: $document_id, version: $version})
+OPTIONAL MATCH (v)<-[:MENTIONED_IN]-(e:Entity {tenant_id: $tenant})
+WITH v, collect(DISTINCT e.entity_id) AS touched
+DETACH DELETE v
+RETURN touched
+"""
+_DROP_ORPHANS = """
+MATCH (e:Entity {tenant_id: $tenant})
+WHERE e.entity_id IN $touched AND NOT (e)--()
+DELETE e
+"""
+_READ_ENTITIES = """
+MATCH (v:DocumentVersion {tenant_id: $tenant, document_id: $document_id, version: $version})
+      <-[m:MENTIONED_IN]-(e:Entity {tenant_id: $tenant})
+WHERE m.tenant_id = $tenant AND m.document_id = $document_id AND m.version = $version
+RETURN e.entity_id AS entity_id, e.type AS type, e.canonical_key AS canonical_key,
+       collect([m.chunk_id, m.record_id, m.extraction_version]) AS mentions
+"""
+_READ_EDGES = """
+MATCH (s:Entity {tenant_id: $tenant})-[r]->(o:Entity {tenant_id: $tenant})
+WHERE r.tenant_id = $tenant AND r.document_id = $document_id AND r.version = $version
+RETURN r.relation_id AS relation_id, type(r) AS type, s.entity_id AS source_id,
+       o.entity_id AS target_id, r.properties_json AS properties_json, r.valid_from AS valid_from,
+       r.valid_to AS valid_to, r.chunk_id AS chunk_id, r.record_id AS record_id,
+       r.extraction_version AS extraction_version
+"""
+
+_TRANSIENT_ERRORS = (
+    neo4j_errors.ServiceUnavailable,
+    neo4j_errors.SessionExpired,
+    neo4j_errors.TransientError,
+    neo4j_errors.IncompleteCommit,
+    neo4j_errors.DatabaseUnavailable,
+    neo4j_errors.ConnectionAcquisitionTimeoutError,
+)
+
+
+class Neo4jGraphStore:
+    """`GraphStore` on Neo4j 5 (see the module docstring for the model and guarantees).
+
+    `entity_types` / `relation_types`, when given, are the controlled vocabulary: anything
+    else is `BadInput` (route to review), on top of the syntactic label/type checks.
+    """
+
+    def __init__(self, driver: neo4j.Driver, *, database: str = "neo4j",
+                 entity_types: Collection[str] | None = None,
+                 relation_types: Collection[str] | None = None) -> None:
+        self._driver = driver
+        self._database = database
+        self._entity_types = frozenset(entity_types) if entity_types is not None else None
+        self._relation_types = frozenset(relation_types) if relation_types is not None else None
+        self._ready = False
+
+    @classmethod
+    def from_settings(cls, settings: ManifoldSettings, **kwargs: Any) -> Neo4jGraphStore:
+        driver = neo4j.GraphDatabase.driver(
+            settings.neo4j.uri, auth=(settings.neo4j.user, settings.neo4j.password.get_secret_value())
+        )
+        return cls(driver, **kwargs)
+
+    def ensure_schema(self) -> None:
+        """Create constraints and indexes if absent; idempotent."""
+        with self._session() as session:
+            for statement in SCHEMA_STATEMENTS:
+                session.run(statement).consume()
+        self._ready = True
+
+    @contextmanager
+    def _session(self) -> Iterator[neo4j.Session]:
+        try:
+            with self._driver.session(
+                database=self._database,
+                # optional properties (record_id, valid_to, ...) may not exist yet: not a problem
+                notifications_disabled_classifications=["UNRECOGNIZED"],
+            ) as session:
+                yield session
+        except _TRANSIENT_ERRORS as exc:
+            raise Transient(f"neo4j unavailable: {type(exc).__name__}: {exc}") from exc
+        except OSError as exc:
+            raise Transient(f"neo4j unreachable: {exc}") from exc
+
+    @contextmanager
+    def _tx(self) -> Iterator[neo4j.Transaction]:
+        if not self._ready:
+            self.ensure_schema()
+        with self._session() as session, session.begin_transaction() as tx:
+            yield tx
+            tx.commit()
+
+    def _check_vocabulary(self, doc: ExtractedDocument) -> None:
+        if self._entity_types is not None:
+            unknown = {e.type for e in doc.entities} - self._entity_types
+            if unknown:
+                raise BadInput(f"entity types outside the graph vocabulary: {sorted(unknown)}")
+        if self._relation_types is not None:
+            unknown = {r.type for r in doc.relations} - self._relation_types
+            if unknown:
+                raise BadInput(f"relation types outside the graph vocabulary: {sorted(unknown)}")
+
+    # ------------------------------------------------------------------ write
+
+    def write_version(self, doc: ExtractedDocument) -> StoreManifest:
+        mf.validate(doc)
+        self._check_vocabulary(doc)
+        ref, v = doc.doc, doc.versions
+        key = {"tenant": ref.tenant_id, "document_id": ref.document_id, "version": ref.version}
+        entities = [
+            {"entity_id": e.entity_id, "label": mf.graph_label(e.type), "type": e.type,
+             "canonical_key": e.canonical_key, "name": e.name, "aliases": list(e.aliases),
+             "properties_json": mf.canonical_json(e.properties)}
+            for e in doc.entities
+        ]
+        mentions = [
+            {"entity_id": e.entity_id, "mention_key": mf.mention_key(e.entity_id, m),
+             "chunk_id": m[0], "record_id": m[1], "extraction_version": m[2]}
+            for e in doc.entities
+            for m in sorted(mf.entity_mentions(e, v.extraction), key=mf.canonical_json)
+        ]
+        relations = [
+            {"relation_id": r.relation_id, "type": mf.check_relation_type(r.type),
+             "source_id": r.source_id, "target_id": r.target_id,
+             "chunk_id": r.provenance.chunk_id, "record_id": r.provenance.record_id,
+             "extraction_version": r.provenance.extraction_version,
+             "valid_from": r.valid_from, "valid_to": r.valid_to,
+             "properties_json": mf.relation_properties_json(r)}
+            for r in doc.relations
+        ]
+        with self._tx() as tx:
+            tx.run(_MERGE_VERSION, key, content_sha256=ref.content_sha256,
+                   fingerprint=v.fingerprint(), graph_schema=v.graph_schema,
+                   graph_model=NEO4J_MODEL_VERSION).consume()
+            tx.run(_MERGE_ENTITIES, key, entities=entities).consume()
+            touched = set(tx.run(_DROP_STALE_MENTIONS, key,
+                                 keep=[m["mention_key"] for m in mentions]).single(strict=True)["touched"])
+            tx.run(_MERGE_MENTIONS, key, mentions=mentions).consume()
+            # an edge is kept only if id, type and both ends are unchanged: MERGE would otherwise
+            # add a second edge under the same relation id
+            keep = [{k: r[k] for k in ("relation_id", "type", "source_id", "target_id")} for r in relations]
+            touched |= set(tx.run(_DROP_EDGES, key, keep=keep).single(strict=True)["touched"])
+            tx.run(_MERGE_EDGES, key, relations=relations,
+                   doc_version=f"{ref.document_id}@{ref.version}").consume()
+            if touched:
+                tx.run(_DROP_ORPHANS, key, touched=sorted(touched)).consume()
+            return self._read_manifest(tx, key)
+
+    # ------------------------------------------------------------------ delete
+
+    def delete_version(self, tenant_id: str, document_id: str, version: int) -> None:
+        mf.check_tenant(tenant_id)
+        key = {"tenant": tenant_id, "document_id": document_id, "version": version}
+        with self._tx() as tx:
+            touched = set(tx.run(_DROP_EDGES, key, keep=None).single(strict=True)["touched"])
+            record = tx.run(_DROP_VERSION_NODE, key).single()
+            if record is not None:
+                touched |= set(record["touched"])
+            if touched:
+                tx.run(_DROP_ORPHANS, key, touched=sorted(touched)).consume()
+
+    # ------------------------------------------------------------------ manifest
+
+    def manifest(self, tenant_id: str, document_id: str, version: int) -> StoreManifest:
+        mf.check_tenant(tenant_id)
+        key = {"tenant": tenant_id, "document_id": document_id, "version": version}
+        with self._tx() as tx:
+            return self._read_manifest(tx, key)
+
+    @staticmethod
+    def _read_manifest(tx: neo4j.Transaction, key: dict[str, Any]) -> StoreManifest:
+        entities = [
+            (r["entity_id"], mf.entity_hash(r["type"], r["canonical_key"], (tuple(m) for m in r["mentions"])))
+            for r in tx.run(_READ_ENTITIES, key)
+        ]
+        edges = [
+            (r["relation_id"], mf.relation_hash(
+                rel_type=r["type"], source_id=r["source_id"], target_id=r["target_id"],
+                properties_json=r["properties_json"], valid_from=r["valid_from"], valid_to=r["valid_to"],
+                chunk_id=r["chunk_id"], record_id=r["record_id"], extraction_version=r["extraction_version"],
+            ))
+            for r in tx.run(_READ_EDGES, key)
+        ]
+        return mf.build_manifest("neo4j", mf.NEO4J_KINDS, {"entities": entities, "edges": edges})

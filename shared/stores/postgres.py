@@ -1,0 +1,387 @@
+"""PostgreSQL + pgvector adapters: `PostgresRelationalStore` and `PostgresStagingStore`.
+
+Both connect as `manifold_ingest` (a role held to row-level security with FORCE) and open one
+transaction per call in which the tenant is set with
+`SELECT set_config('manifold.tenant_id', %s, true)`; every statement also names the tenant
+explicitly. Isolation therefore holds in the data layer even if a statement here were wrong.
+
+Guarantees (in addition to `manifold.shared.ports`):
+- `write_version` is one transaction: the version row, sections, chunks with vectors, records
+  with lines and review items commit together or not at all. Upserts are keyed by the
+  deterministic ids; a replay rewrites no row whose values are unchanged. A new version is
+  `staged`; an existing version's `state` is never touched. The same version arriving with a
+  different content hash is `BadInput` (versions are immutable).
+- `manifest` reads one consistent snapshot (REPEATABLE READ) and rebuilds each hash from the
+  stored columns (vectors from the stored float32 values).
+- A server that cannot be reached or aborts the transaction (`psycopg.OperationalError`,
+  including serialization failures and deadlocks) raises `Transient`.
+- Nothing connects until a method is called; each call opens and closes its own connection.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import psycopg
+from pgvector.psycopg import register_vector
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from manifold.shared.artifacts import ExtractedDocument, StoreManifest
+from manifold.shared.config import ManifoldSettings
+from manifold.shared.errors import BadInput, Transient
+from manifold.shared.ports import StagedItemMissing
+from manifold.shared.stores import manifest as mf
+from manifold.shared.stores.pg_schema import INGEST_ROLE, SCHEMA
+
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_VERSION_KEY = ("tenant_id", "document_id", "version")
+
+
+def _table(name: str) -> sql.Identifier:
+    return sql.Identifier(SCHEMA, name)
+
+
+def _upsert(table: str, columns: Sequence[str], key: Sequence[str]) -> sql.Composed:
+    """INSERT ... ON CONFLICT (key) DO UPDATE, but only for a row of the same tenant, document and
+    version (never re-homes a row) and only when a value actually differs (replays write nothing)."""
+    updated = [c for c in columns if c not in key and c not in _VERSION_KEY]
+    t = sql.Identifier(table)
+    return sql.SQL(
+        "INSERT INTO {table} ({cols}) VALUES ({vals}) ON CONFLICT ({key}) DO UPDATE SET {sets} "
+        "WHERE {same_version} AND ({old}) IS DISTINCT FROM ({new})"
+    ).format(
+        table=_table(table),
+        cols=sql.SQL(", ").join(map(sql.Identifier, columns)),
+        vals=sql.SQL(", ").join(sql.Placeholder() * len(columns)),
+        key=sql.SQL(", ").join(map(sql.Identifier, key)),
+        sets=sql.SQL(", ").join(
+            sql.SQL("{c} = EXCLUDED.{c}").format(c=sql.Identifier(c)) for c in updated
+        ),
+        same_version=sql.SQL(" AND ").join(
+            sql.SQL("{t}.{c} = EXCLUDED.{c}").format(t=t, c=sql.Identifier(c)) for c in _VERSION_KEY
+        ),
+        old=sql.SQL(", ").join(sql.SQL("{t}.{c}").format(t=t, c=sql.Identifier(c)) for c in updated),
+        new=sql.SQL(", ").join(sql.SQL("EXCLUDED.{c}").format(c=sql.Identifier(c)) for c in updated),
+    )
+
+
+_SECTION_COLS = ("section_id", *_VERSION_KEY, "ordinal", "title", "path", "config_fingerprint")
+_CHUNK_COLS = (
+    "chunk_id", *_VERSION_KEY, "section_id", "ordinal", "kind", "text", "content_sha256",
+    "identifiers", "embedding", "embedding_model", "embedding_revision", "embedding_dim",
+    "embedding_normalized", "parser_version", "chunker_version", "extraction_version",
+    "pg_schema_version", "es_schema_version", "graph_schema_version", "config_fingerprint",
+    "doc_content_sha256",
+)
+_RECORD_COLS = (
+    "record_id", *_VERSION_KEY, "record_type", "number", "counterparty_id", "counterparty_name",
+    "issued_on", "currency", "status", "total", "attributes", "chunk_id", "extraction_version",
+    "config_fingerprint",
+)
+_LINE_COLS = (
+    "record_id", "line_no", *_VERSION_KEY, "product_code", "description", "quantity",
+    "unit_price", "amount",
+)
+_REVIEW_COLS = (
+    "review_id", *_VERSION_KEY, "reason", "payload", "chunk_id", "record_id", "extraction_version",
+)
+
+_UPSERT_SECTION = _upsert("sections", _SECTION_COLS, ("section_id",))
+_UPSERT_CHUNK = _upsert("chunks", _CHUNK_COLS, ("chunk_id",))
+_UPSERT_RECORD = _upsert("records", _RECORD_COLS, ("record_id",))
+_UPSERT_LINE = _upsert("record_lines", _LINE_COLS, ("record_id", "line_no"))
+_UPSERT_REVIEW = _upsert("review_items", _REVIEW_COLS, ("review_id",))
+
+_WHERE_VERSION = sql.SQL("tenant_id = %(tenant)s AND document_id = %(document_id)s AND version = %(version)s")
+
+# Children before parents, so foreign keys never see an orphan; `id_expr` is the artifact id.
+_VERSION_TABLES: tuple[tuple[str, sql.Composable], ...] = (
+    ("record_lines", sql.SQL("record_id || '#' || line_no::text")),
+    ("records", sql.Identifier("record_id")),
+    ("chunks", sql.Identifier("chunk_id")),
+    ("sections", sql.Identifier("section_id")),
+    ("review_items", sql.Identifier("review_id")),
+)
+
+
+def _as_transient(exc: psycopg.OperationalError) -> Transient:
+    return Transient(f"postgres unavailable or transaction aborted: {type(exc).__name__}: {exc}".strip())
+
+
+class _TenantConnections:
+    """Opens a connection per call and one transaction with the tenant set for its duration."""
+
+    def __init__(self, conninfo: str, *, connect_timeout: int = 10, vectors: bool = False) -> None:
+        self._conninfo = conninfo
+        self._connect_timeout = connect_timeout
+        self._vectors = vectors
+
+    @contextmanager
+    def transaction(self, tenant_id: str, *, snapshot: bool = False) -> Iterator[psycopg.Connection[Any]]:
+        mf.check_tenant(tenant_id)
+        try:
+            with psycopg.connect(self._conninfo, connect_timeout=self._connect_timeout) as conn:
+                if snapshot:
+                    conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+                    conn.read_only = True
+                if self._vectors:
+                    register_vector(conn)
+                with conn.transaction():
+                    conn.execute("SELECT set_config('manifold.tenant_id', %s, true)", (tenant_id,))
+                    yield conn
+        except psycopg.OperationalError as exc:
+            raise _as_transient(exc) from exc
+
+
+class PostgresRelationalStore:
+    """`RelationalStore` on PostgreSQL + pgvector (schema from `pg_schema.migrate`).
+
+    `conninfo` must log in as `manifold_ingest`; see the module docstring for guarantees.
+    """
+
+    def __init__(self, conninfo: str, *, connect_timeout: int = 10) -> None:
+        self._db = _TenantConnections(conninfo, connect_timeout=connect_timeout, vectors=True)
+
+    @classmethod
+    def from_settings(cls, settings: ManifoldSettings, *, password: str | None = None) -> PostgresRelationalStore:
+        return cls(_ingest_conninfo(settings, password))
+
+    # ------------------------------------------------------------------ write
+
+    def write_version(self, doc: ExtractedDocument) -> StoreManifest:
+        mf.validate(doc)
+        ref, v = doc.doc, doc.versions
+        key = {"tenant": ref.tenant_id, "document_id": ref.document_id, "version": ref.version}
+        fp = v.fingerprint()
+        with self._db.transaction(ref.tenant_id) as conn:
+            conn.execute(
+                sql.SQL("INSERT INTO {} (tenant_id, document_id) VALUES (%s, %s) ON CONFLICT DO NOTHING")
+                .format(_table("documents")),
+                (ref.tenant_id, ref.document_id),
+            )
+            row = conn.execute(
+                sql.SQL("SELECT content_sha256 FROM {} WHERE {} FOR UPDATE").format(
+                    _table("document_versions"), _WHERE_VERSION),
+                key,
+            ).fetchone()
+            if row is not None and row[0] != ref.content_sha256:
+                raise BadInput(
+                    f"{ref.document_id}@{ref.version} is already stored with content {row[0][:12]}..., "
+                    f"not {ref.content_sha256[:12]}...: a version's content is immutable"
+                )
+            conn.execute(
+                sql.SQL(
+                    "INSERT INTO {t} (tenant_id, document_id, version, content_sha256, media_type, metadata, "
+                    "pipeline_versions, config_fingerprint) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
+                    "ON CONFLICT (tenant_id, document_id, version) DO UPDATE SET media_type = EXCLUDED.media_type, "
+                    "metadata = EXCLUDED.metadata, pipeline_versions = EXCLUDED.pipeline_versions, "
+                    "config_fingerprint = EXCLUDED.config_fingerprint, updated_at = now() "
+                    "WHERE ({t}.media_type, {t}.metadata, {t}.pipeline_versions, {t}.config_fingerprint) "
+                    "IS DISTINCT FROM (EXCLUDED.media_type, EXCLUDED.metadata, EXCLUDED.pipeline_versions, "
+                    "EXCLUDED.config_fingerprint)"
+                ).format(t=_table("document_versions")),
+                (ref.tenant_id, ref.document_id, ref.version, ref.content_sha256, ref.media_type,
+                 Jsonb(ref.metadata), Jsonb(v.model_dump()), fp),
+            )
+            keep = {
+                "record_lines": [mf.record_line_id(r.record_id, ln.line_no) for r in doc.records for ln in r.lines],
+                "records": [r.record_id for r in doc.records],
+                "chunks": [c.chunk_id for c in doc.chunks],
+                "sections": [s.section_id for s in doc.sections],
+                "review_items": [i.review_id for i in doc.review],
+            }
+            for table, id_expr in _VERSION_TABLES:  # drop what this version no longer contains
+                conn.execute(
+                    sql.SQL("DELETE FROM {} WHERE {} AND NOT ({} = ANY(%(keep)s))").format(
+                        _table(table), _WHERE_VERSION, id_expr),
+                    {**key, "keep": keep[table]},
+                )
+            self._upsert_rows(conn, doc, fp)
+            return self._read_manifest(conn, ref.tenant_id, ref.document_id, ref.version)
+
+    @staticmethod
+    def _upsert_rows(conn: psycopg.Connection[Any], doc: ExtractedDocument, fp: str) -> None:
+        ref, v = doc.doc, doc.versions
+        vk = (ref.tenant_id, ref.document_id, ref.version)
+        with conn.cursor() as cur:
+            cur.executemany(_UPSERT_SECTION, [
+                (s.section_id, *vk, s.ordinal, s.title, list(s.path), fp) for s in doc.sections
+            ])
+            cur.executemany(_UPSERT_CHUNK, [
+                (c.chunk_id, *vk, c.section_id, c.ordinal, c.kind, c.text, c.content_sha256,
+                 list(c.identifiers), np.asarray(vec, dtype=np.float32), v.embedding_model,
+                 v.embedding_revision, v.embedding_dim, v.embedding_normalized, v.parser, v.chunker,
+                 v.extraction, v.pg_schema, v.es_schema, v.graph_schema, fp, ref.content_sha256)
+                for c, vec in zip(doc.chunks, doc.vectors, strict=True)
+            ])
+            cur.executemany(_UPSERT_RECORD, [
+                (r.record_id, *vk, r.record_type, r.number, r.counterparty_id, r.counterparty_name,
+                 r.issued_on, r.currency, r.status, r.total, Jsonb(r.attributes), r.provenance.chunk_id,
+                 r.provenance.extraction_version, fp)
+                for r in doc.records
+            ])
+            cur.executemany(_UPSERT_LINE, [
+                (r.record_id, ln.line_no, *vk, ln.product_code, ln.description, ln.quantity,
+                 ln.unit_price, ln.amount)
+                for r in doc.records for ln in r.lines
+            ])
+            cur.executemany(_UPSERT_REVIEW, [
+                (i.review_id, *vk, i.reason, Jsonb(i.payload), i.provenance.chunk_id,
+                 i.provenance.record_id, i.provenance.extraction_version)
+                for i in doc.review
+            ])
+
+    def newest_version(self, tenant_id: str, document_id: str) -> int | None:
+        with self._db.transaction(tenant_id, snapshot=True) as conn:
+            row = conn.execute(
+                sql.SQL("SELECT max(version) FROM {} WHERE tenant_id = %s AND document_id = %s")
+                .format(_table("document_versions")),
+                (tenant_id, document_id),
+            ).fetchone()
+        return None if row is None or row[0] is None else int(row[0])
+
+    # ------------------------------------------------------------------ delete
+
+    def delete_version(self, tenant_id: str, document_id: str, version: int) -> None:
+        """Delete the version row and everything derived from it, in one transaction. The
+        `documents` row (the document's identity) stays; the publisher owns tombstones."""
+        key = {"tenant": tenant_id, "document_id": document_id, "version": version}
+        with self._db.transaction(tenant_id) as conn:
+            conn.execute(  # serialise with a concurrent write of the same version
+                sql.SQL("SELECT 1 FROM {} WHERE {} FOR UPDATE").format(_table("document_versions"), _WHERE_VERSION),
+                key,
+            )
+            for table, _ in _VERSION_TABLES:
+                conn.execute(sql.SQL("DELETE FROM {} WHERE {}").format(_table(table), _WHERE_VERSION), key)
+            conn.execute(sql.SQL("DELETE FROM {} WHERE {}").format(_table("document_versions"), _WHERE_VERSION), key)
+
+    # ------------------------------------------------------------------ manifest
+
+    def manifest(self, tenant_id: str, document_id: str, version: int) -> StoreManifest:
+        with self._db.transaction(tenant_id, snapshot=True) as conn:
+            return self._read_manifest(conn, tenant_id, document_id, version)
+
+    @staticmethod
+    def _read_manifest(conn: psycopg.Connection[Any], tenant_id: str, document_id: str, version: int) -> StoreManifest:
+        key = {"tenant": tenant_id, "document_id": document_id, "version": version}
+
+        def rows(table: str, columns: str) -> list[tuple[Any, ...]]:
+            return conn.execute(
+                sql.SQL("SELECT " + columns + " FROM {} WHERE {}").format(_table(table), _WHERE_VERSION), key
+            ).fetchall()
+
+        chunks = rows("chunks", "chunk_id, content_sha256, embedding")
+        sections = rows("sections", "section_id, ordinal, title, path")
+        records = rows(
+            "records",
+            "record_id, record_type, number, counterparty_id, counterparty_name, issued_on, currency, "
+            "status, total, attributes, chunk_id, extraction_version",
+        )
+        lines = rows("record_lines", "record_id, line_no, product_code, description, quantity, unit_price, amount")
+        review = rows("review_items", "review_id, reason, payload, chunk_id, record_id, extraction_version")
+        return mf.build_manifest("postgres", mf.POSTGRES_KINDS, {
+            "chunks": [(cid, sha) for cid, sha, _ in chunks],
+            "vectors": [(cid, mf.vector_hash(emb)) for cid, _, emb in chunks if emb is not None],
+            "sections": [(sid, mf.section_hash(o, t, p)) for sid, o, t, p in sections],
+            "records": [
+                (rid, mf.record_hash(
+                    record_type=rt, number=num, counterparty_id=cpi, counterparty_name=cpn, issued_on=iss,
+                    currency=cur, status=st, total=tot, attributes=attrs, chunk_id=ch, extraction_version=ev,
+                ))
+                for rid, rt, num, cpi, cpn, iss, cur, st, tot, attrs, ch, ev in records
+            ],
+            "record_lines": [
+                (mf.record_line_id(rid, no), mf.record_line_hash(
+                    product_code=pc, description=d, quantity=q, unit_price=up, amount=a))
+                for rid, no, pc, d, q, up, a in lines
+            ],
+            "review_items": [
+                (rid, mf.review_hash(reason=r, payload=p, chunk_id=c, record_id=rec, extraction_version=ev))
+                for rid, r, p, c, rec, ev in review
+            ],
+        })
+
+
+class PostgresStagingStore:
+    """`StagingStore` on PostgreSQL (`staging_blobs`, `stage_payloads`), same role and RLS.
+
+    Blobs are keyed by (tenant, sha256) and immutable; payloads by (tenant, key, stage), last
+    write wins. Reads verify the bytes against the stored sha256; a missing item raises
+    `StagedItemMissing`; a corrupt one raises `BadInput`.
+    """
+
+    def __init__(self, conninfo: str, *, connect_timeout: int = 10) -> None:
+        self._db = _TenantConnections(conninfo, connect_timeout=connect_timeout)
+
+    @classmethod
+    def from_settings(cls, settings: ManifoldSettings, *, password: str | None = None) -> PostgresStagingStore:
+        return cls(_ingest_conninfo(settings, password))
+
+    def put_blob(self, tenant_id: str, content: bytes) -> str:
+        digest = hashlib.sha256(content).hexdigest()
+        with self._db.transaction(tenant_id) as conn:
+            conn.execute(
+                sql.SQL("INSERT INTO {} (tenant_id, sha256, content, size) VALUES (%s, %s, %s, %s) "
+                        "ON CONFLICT (tenant_id, sha256) DO NOTHING").format(_table("staging_blobs")),
+                (tenant_id, digest, content, len(content)),
+            )
+        return digest
+
+    def get_blob(self, tenant_id: str, sha256: str) -> bytes:
+        if not _SHA256.match(sha256):
+            raise BadInput(f"not a sha256: {sha256!r}")
+        with self._db.transaction(tenant_id) as conn:
+            row = conn.execute(
+                sql.SQL("SELECT content FROM {} WHERE tenant_id = %s AND sha256 = %s").format(_table("staging_blobs")),
+                (tenant_id, sha256),
+            ).fetchone()
+        if row is None:
+            raise StagedItemMissing(f"no staged blob {sha256} for tenant {tenant_id}")
+        return _verified(bytes(row[0]), sha256, f"blob {sha256}")
+
+    def put_payload(self, tenant_id: str, key: str, stage: str, payload: bytes) -> None:
+        _check_payload_key(key, stage)
+        with self._db.transaction(tenant_id) as conn:
+            conn.execute(
+                sql.SQL(
+                    "INSERT INTO {t} (tenant_id, key, stage, payload, sha256) VALUES (%s, %s, %s, %s, %s) "
+                    "ON CONFLICT (tenant_id, key, stage) DO UPDATE SET payload = EXCLUDED.payload, "
+                    "sha256 = EXCLUDED.sha256, updated_at = now() WHERE {t}.sha256 <> EXCLUDED.sha256"
+                ).format(t=_table("stage_payloads")),
+                (tenant_id, key, stage, payload, hashlib.sha256(payload).hexdigest()),
+            )
+
+    def get_payload(self, tenant_id: str, key: str, stage: str) -> bytes:
+        _check_payload_key(key, stage)
+        with self._db.transaction(tenant_id) as conn:
+            row = conn.execute(
+                sql.SQL("SELECT payload, sha256 FROM {} WHERE tenant_id = %s AND key = %s AND stage = %s")
+                .format(_table("stage_payloads")),
+                (tenant_id, key, stage),
+            ).fetchone()
+        if row is None:
+            raise StagedItemMissing(f"no {stage} payload under key {key!r} for tenant {tenant_id}")
+        return _verified(bytes(row[0]), row[1], f"{stage} payload {key!r}")
+
+
+def _verified(content: bytes, sha256: str, what: str) -> bytes:
+    if hashlib.sha256(content).hexdigest() != sha256:
+        raise BadInput(f"staged {what} does not match its sha256 (corrupt)")
+    return content
+
+
+def _check_payload_key(key: str, stage: str) -> None:
+    if not 1 <= len(key) <= 1024 or not 1 <= len(stage) <= 64:
+        raise BadInput("payload key must be 1-1024 characters and stage 1-64")
+
+
+def _ingest_conninfo(settings: ManifoldSettings, password: str | None) -> str:
+    if password is None:
+        return settings.postgres.ingest_conninfo()
+    return settings.postgres.conninfo(user=INGEST_ROLE, password=password)
