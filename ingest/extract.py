@@ -1,0 +1,526 @@
+"""Extract stage: records, entities and relationships from an embedded document (pure handler).
+
+`handle(doc, column_map, aliases) -> ExtractedDocument` applies deterministic, schema-constrained
+rules, in this order:
+
+(a) **Tables** (every `Table` element, via `records.records_from_table`): validated records,
+    their entities (Invoice / CreditNote / Order by number, Supplier and Company counterparties,
+    Product by code, ProductGroup) and relations: ISSUED_BY and BILLED_TO (invoices, credit
+    notes), PLACED_WITH and ORDERED_BY (orders), CONTAINS (one edge per line with a product code,
+    carrying line_no, quantity, unit_price, amount as exact strings), SUPPLIES (supplier → each
+    product it invoiced or lists in a catalog), BELONGS_TO (product → its group column).
+(b) **Sentences** in non-table chunks (`SENTENCE_PATTERNS` lists them), each with an optional
+    validity clause ("from <date> to <date>", "between <date> and <date>", "effective <date>",
+    "until <date>") that becomes valid_from / valid_to.
+(c) **Identifiers** in every chunk (`chunk.identifiers`): an entity of the type the prefix names
+    (PRD/SKU → Product, CTR → Contract, INV → Invoice, CN → CreditNote, PO/ORD → Order, SUP →
+    Supplier: a supplier id already seen next to a name resolves to that named supplier).
+
+Guarantees:
+- Pure and deterministic: no I/O; the same input gives byte-identical output (entities sorted by
+  type and key, relations by type, source, target and id, records and review items in document
+  order). Replays therefore upsert onto the same ids.
+- Ids: records `child_id("rec", scope, record_type, number)` (catalog items add supplier and
+  valid_from), relations `child_id("rel", scope, type, source_id, target_id)` plus the line
+  number for CONTAINS and the validity dates when given, review items `child_id("rev", scope,
+  ...)`; scope is `version_scope(tenant, document, version, content hash, config fingerprint)`.
+  Entity ids are `entity_id(tenant, type, canonical key)`: global per tenant, stable across
+  documents. A relation found several times is kept once, with its first provenance.
+- Every entity, relation, record and review item carries `Provenance` (document, version, chunk
+  or record id, `EXTRACTION_VERSION`); entities merged within the document combine their
+  provenance lists.
+- Nothing outside the vocabulary is written and nothing is dropped: a relation that fails
+  `vocabulary.validate_relation`, a row or record that fails validation, an unreadable date, a
+  party whose type cannot be told, or conflicting entity ids becomes a `ReviewItem`.
+- Raises `BadInput` when the document was built for another extraction or graph schema version,
+  when vectors and chunks differ in number, or when the column map names an unknown field.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from datetime import date
+
+from manifold.ingest.identifiers import find_identifiers, identifier_kind, normalize_identifier
+from manifold.ingest.records import (
+    ParsedRecord,
+    RowIssue,
+    build_record,
+    catalog_key,
+    decimal_text,
+    map_header,
+    parse_date,
+    records_from_table,
+)
+from manifold.ingest.resolution import EntityResolver
+from manifold.ingest.vocabulary import GRAPH_SCHEMA_VERSION, entity_type_for_identifier_kind, validate_relation
+from manifold.shared import ids
+from manifold.shared.artifacts import (
+    Chunk,
+    Element,
+    EmbeddedDocument,
+    ExtractedDocument,
+    Provenance,
+    Record,
+    Relation,
+    ReviewItem,
+)
+from manifold.shared.errors import BadInput
+from manifold.shared.events import MetadataValue
+
+EXTRACTION_VERSION = "rules-1"
+
+SENTENCE_PATTERNS: tuple[str, ...] = (
+    "<Company> has approved|approves|approved <Supplier> as an approved vendor|supplier",
+    "<Supplier> is|was|has been|remains an approved vendor|supplier of|for|to <Company>",
+    "<Supplier> supplies|provides|delivers|sells <Product code>[, <...> and <...>] (a product name only when "
+    "the supplier or the product is already known)",
+    "<Product code>[, ...] belongs to|falls under|is classified as|is part of (the) <Group> (product group|category)",
+    "<Group> is part of|is a subgroup of|is a subcategory of|rolls up into (the) <Group>",
+    "<Contract id> covers|applies to <Product code or Group>[, ...]",
+    "<Company|Supplier> is a party to|has signed|signed|entered into <Contract id>",
+    "<Contract id> (is an agreement) between <Company|Supplier> and <Company|Supplier>",
+)
+
+_RECORD_ENTITY = {"invoice": "Invoice", "credit_note": "CreditNote", "order": "Order"}
+_RECORD_KINDS = frozenset(_RECORD_ENTITY)
+
+_TOKEN = r"(?<![\w&'’\-./])[A-Z0-9][\w&'’\-./]*"
+# a name never starts with a determiner or pronoun ("This Agreement provides ...")
+_NOT_NAME = (r"(?!(?:This|That|These|Those|It|Its|Each|Every|Such|Our|Their|Any|All|No|An|We|They|"
+             r"He|She|Which|Where|When|If|Under|In|On|For|From|As)\b)")
+_NAME = (rf"{_NOT_NAME}(?:[Tt]he\s+)?{_TOKEN}(?:(?:\s+(?:of|de|du|la|van|von|der|den|&)\s+|\s+){_TOKEN})*"
+         r"(?:,\s+(?:Inc|Ltd|LLC|Corp|Co|GmbH|AG|PLC|SA|BV)\b\.?)?")
+_ITEMS = rf"{_NAME}(?:\s*,\s*{_NAME})*(?:,?\s+(?:and|&)\s+{_NAME})?"
+_MARK = r"(?i:product\s+group|product\s+category|product\s+line|category|group)"
+_APPROVED = r"(?i:an?\s+)?(?i:approved\s+(?:vendor|supplier))"
+_RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((name, re.compile(pattern)) for name, pattern in (
+    ("approves", rf"(?P<a>{_NAME})\s+(?i:has\s+approved|approves|approved)\s+(?P<b>{_NAME})\s+(?i:as)\s+{_APPROVED}"),
+    ("approved_of", rf"(?P<b>{_NAME})\s+(?i:is|was|has\s+been|remains|became)\s+{_APPROVED}"
+                    rf"\s+(?i:of|for|to)\s+(?P<a>{_NAME})"),
+    ("supplies", rf"(?P<a>{_NAME})\s+(?i:supplies|provides|delivers|sells)\s+(?P<b>{_ITEMS})"),
+    ("belongs", rf"(?P<a>{_ITEMS})\s+"
+                rf"(?i:(?P<belongs>belongs?\s+to|falls?\s+under|(?:is|are)\s+classified\s+(?:as|under|in))"
+                rf"|(?P<part>(?:is|are)\s+(?:a\s+)?part\s+of)"
+                rf"|(?P<sub>(?:is|are)\s+an?\s+(?:sub-?group|sub-?category|subset)\s+of|rolls?\s+up\s+(?:in)?to))"
+                rf"\s+(?i:the\s+)?(?:(?P<pre>{_MARK})\s+)?(?P<b>{_NAME})(?:\s+(?P<post>{_MARK}))?"),
+    ("covers", rf"(?P<a>{_NAME})\s+(?i:covers|applies\s+to)\s+(?i:the\s+)?(?P<b>{_ITEMS})(?:\s+(?P<post>{_MARK}))?"),
+    ("party_to", rf"(?P<a>{_NAME})\s+(?i:is\s+a\s+party\s+to|has\s+signed|signed|entered\s+into)\s+"
+                 rf"(?i:the\s+)?(?i:(?:contract|agreement)\s+)?(?P<b>{_NAME})"),
+    ("between", rf"(?P<c>{_NAME})\s+(?i:is\s+)?(?i:(?:an?\s+)?(?:agreement|contract)\s+)?(?i:between)\s+"
+                rf"(?P<a>{_NAME})\s+(?i:and)\s+(?P<b>{_NAME})"),
+))
+# a rule runs only on sentences holding one of its verbs (cheap filter before the regex)
+_KEYWORDS: dict[str, re.Pattern[str]] = {name: re.compile(words, re.IGNORECASE) for name, words in (
+    ("approves", r"approve"), ("approved_of", r"approved"), ("supplies", r"supplies|provides|delivers|sells"),
+    ("belongs", r"belong|fall|classified|part\s+of|sub-?group|sub-?category|subset|roll"),
+    ("covers", r"covers|applies"), ("party_to", r"party|signed|entered"), ("between", r"between"),
+)}
+_DATE = (r"(?:\d{4}-\d{1,2}-\d{1,2}|\d{1,2}[/.]\d{1,2}[/.]\d{4}"
+         r"|[A-Z][a-z]{2,8}\.?\s+\d{1,2}(?:st|nd|rd|th)?,?\s+\d{4}|\d{1,2}(?:st|nd|rd|th)?\s+[A-Z][a-z]{2,8}\.?,?\s+\d{4})")
+_RANGE = re.compile(
+    rf"(?i:from|between|effective(?:\s+from|\s+as\s+of|\s+on)?|valid\s+from|starting(?:\s+on)?|as\s+of|commencing(?:\s+on)?)"
+    rf"\s+(?P<f>{_DATE})(?:\s*(?:(?i:to|until|till|through|thru|and)|[-–—])\s*(?P<t>{_DATE}))?"
+)
+_UNTIL = re.compile(rf"(?i:until|till|through|expires\s+on|ending\s+on|valid\s+(?:until|through|to))\s+(?P<t>{_DATE})")
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?;])\s+(?=[\"'(\[]?[A-Z0-9])")
+_PARAGRAPH_BREAK = re.compile(r"\n\s*\n|\n(?=\s*(?:[-*•]|\d+[.)])\s)")
+_ITEM_SPLIT = re.compile(r"\s*,\s*(?:and\s+|&\s+)?|\s+and\s+")
+_GROUP_SUFFIX = re.compile(rf"\s+{_MARK}$")
+
+
+@dataclass(frozen=True)
+class _Mention:
+    type: str
+    name: str
+    external_id: str | None = None
+
+
+def _clean(text: str) -> str:
+    return " ".join(text.split()).strip(" .,;:")
+
+
+def _typed(slot: str, text: str, external_id: str | None = None) -> _Mention | None:
+    """A mention typed by its slot, unless it is an identifier whose prefix names another type."""
+    name = _clean(text)
+    if not name:
+        return None
+    identifier = normalize_identifier(name)
+    if identifier is not None:
+        return _Mention(entity_type_for_identifier_kind(identifier_kind(identifier)) or slot, identifier, external_id)
+    if slot in ("Product", "ProductGroup"):
+        name = re.sub(r"^(?i:the)\s+", "", name)
+    if slot == "ProductGroup":
+        name = _GROUP_SUFFIX.sub("", name) or name
+    return _Mention(slot, name, external_id)
+
+
+def _items(text: str) -> list[str]:
+    return [part for part in _ITEM_SPLIT.split(text) if _clean(part)]
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences of a chunk: paragraphs and list items first, then sentence ends."""
+    out: list[str] = []
+    for paragraph in _PARAGRAPH_BREAK.split(text):
+        flat = " ".join(paragraph.split())
+        out.extend(s for s in _SENTENCE_BREAK.split(flat) if s)
+    return out
+
+
+class _Extraction:
+    """Accumulates one document's records, relations and review items."""
+
+    def __init__(self, doc: EmbeddedDocument, aliases: Mapping[str, str]) -> None:
+        ref = doc.doc
+        self.doc = doc
+        self.scope = ids.version_scope(ref.tenant_id, ref.document_id, ref.version, ref.content_sha256,
+                                       doc.versions.fingerprint())
+        self.resolver = EntityResolver(ref.tenant_id, aliases)
+        self.records: dict[str, Record] = {}
+        self.parsed: dict[str, ParsedRecord] = {}
+        self.relations: dict[str, Relation] = {}
+        self.review: dict[str, ReviewItem] = {}
+
+    def provenance(self, chunk_id: str | None = None, record_id: str | None = None) -> Provenance:
+        return Provenance(document_id=self.doc.doc.document_id, version=self.doc.doc.version,
+                          chunk_id=chunk_id, record_id=record_id, extraction_version=EXTRACTION_VERSION)
+
+    def flag(self, kind: str, anchor: tuple[object, ...], reason: str,
+             payload: dict[str, MetadataValue | list[MetadataValue]], provenance: Provenance) -> None:
+        review_id = ids.child_id("rev", self.scope, kind, *anchor)
+        self.review.setdefault(review_id, ReviewItem(
+            review_id=review_id, reason=reason, payload={"kind": kind, **payload}, provenance=provenance,
+        ))
+
+    def entity(self, mention: _Mention, provenance: Provenance) -> str:
+        return self.resolver.resolve(mention.type, mention.name, provenance, external_id=mention.external_id)
+
+    def relate(self, relation_type: str, source: _Mention, target: _Mention, provenance: Provenance, *,
+               properties: dict[str, MetadataValue] | None = None,
+               valid: tuple[date | None, date | None] = (None, None),
+               position: tuple[object, ...] = (), context: str | None = None) -> None:
+        """Add a relation if it conforms to the vocabulary, else a review item."""
+        valid_from, valid_to = valid
+        props = dict(properties or {})
+        reason = validate_relation(relation_type, source.type, target.type, props,
+                                   valid_from=valid_from, valid_to=valid_to)
+        if reason is not None:
+            self.flag("relation", (provenance.chunk_id or provenance.record_id, relation_type, source.type, source.name,
+                                   target.type, target.name, valid_from, valid_to), reason, {
+                "relation": relation_type, "source_type": source.type, "source": source.name,
+                "target_type": target.type, "target": target.name, "context": context,
+                "valid_from": valid_from.isoformat() if valid_from else None,
+                "valid_to": valid_to.isoformat() if valid_to else None,
+            }, provenance)
+            return
+        source_id, target_id = self.entity(source, provenance), self.entity(target, provenance)
+        validity = (valid_from, valid_to) if valid_from or valid_to else ()
+        relation_id = ids.child_id("rel", self.scope, relation_type, source_id, target_id, *position, *validity)
+        self.relations.setdefault(relation_id, Relation(
+            relation_id=relation_id, type=relation_type, source_id=source_id, target_id=target_id,
+            properties=props, valid_from=valid_from, valid_to=valid_to, provenance=provenance,
+        ))
+
+    # (a) tables -------------------------------------------------------------------------------
+
+    def table(self, element: Element, column_map: Mapping[str, str], default_number: str | None) -> None:
+        result = records_from_table(element.rows or [], column_map, default_number=default_number)
+        for issue in result.issues:
+            self._table_issue(element, result.header, issue)
+        for parsed in result.records:
+            position = catalog_key(parsed) if parsed.record_type == "catalog_item" else (parsed.number,)
+            record_id = ids.child_id("rec", self.scope, parsed.record_type, *position)
+            provenance = self.provenance(record_id=record_id)
+            previous = self.parsed.get(record_id)
+            if previous is not None:
+                if _content(previous) != _content(parsed):
+                    reason = f"{parsed.record_type} {parsed.number} appears in several tables with different content"
+                    self._table_issue(element, result.header, RowIssue(
+                        (reason,), parsed.row_numbers, (), parsed.number), record_id)
+                continue
+            self.parsed[record_id] = parsed
+            self.records[record_id] = build_record(parsed, record_id, provenance)
+            self._record_graph(parsed, provenance)
+
+    def _table_issue(self, element: Element, header: tuple[str, ...], issue: RowIssue,
+                     record_id: str | None = None) -> None:
+        self.flag("table", (element.index, *issue.row_numbers, issue.reason), issue.reason, {
+            "element_index": element.index, "page": element.page, "number": issue.number,
+            "reasons": list(issue.reasons), "header": list(header), "row_numbers": list(issue.row_numbers),
+            "rows": [json.dumps(list(row), ensure_ascii=False) for row in issue.rows],
+        }, self.provenance(record_id=record_id))
+
+    def _record_graph(self, parsed: ParsedRecord, provenance: Provenance) -> None:
+        supplier = _organisation("Supplier", parsed.supplier, parsed.supplier_id)
+        customer = _organisation("Company", parsed.customer, parsed.customer_id)
+        context = f"{parsed.record_type} {parsed.number}"
+        if parsed.record_type == "catalog_item":
+            product = _typed("Product", parsed.number)
+            assert product is not None
+            if product.type == "Product":
+                self.entity(product, provenance)
+            if supplier is not None:
+                self.relate("SUPPLIES", supplier, product, provenance, valid=(parsed.valid_from, parsed.valid_to),
+                            context=context)
+            self._group(product, parsed.product_group, provenance, context)
+            return
+        document = _Mention(_RECORD_ENTITY[parsed.record_type], parsed.number)
+        self.entity(document, provenance)
+        is_order = parsed.record_type == "order"
+        if supplier is not None:
+            self.relate("PLACED_WITH" if is_order else "ISSUED_BY", document, supplier, provenance, context=context)
+        if customer is not None:
+            self.relate("ORDERED_BY" if is_order else "BILLED_TO", document, customer, provenance, context=context)
+        for line in parsed.lines:
+            product = _typed("Product", line.product_code) if line.product_code else None
+            if product is None:
+                continue
+            properties: dict[str, MetadataValue] = {
+                "line_no": line.line_no, "quantity": decimal_text(line.quantity),
+                "unit_price": decimal_text(line.unit_price), "amount": decimal_text(line.amount),
+            }
+            if parsed.currency:
+                properties["currency"] = parsed.currency
+            line_context = f"{context} line {line.line_no}"
+            self.relate("CONTAINS", document, product, provenance, properties=properties,
+                        position=(line.line_no,), context=line_context)
+            if supplier is not None and parsed.record_type != "credit_note":
+                self.relate("SUPPLIES", supplier, product, provenance, context=line_context)
+            self._group(product, line.product_group, provenance, line_context)
+
+    def _group(self, product: _Mention, group: str | None, provenance: Provenance, context: str) -> None:
+        target = _typed("ProductGroup", group) if group else None
+        if target is not None:
+            self.relate("BELONGS_TO", product, target, provenance, context=context)
+
+    # (b) sentences ----------------------------------------------------------------------------
+
+    def chunk_sentences(self, chunk: Chunk) -> None:
+        provenance = self.provenance(chunk_id=chunk.chunk_id)
+        for sentence in sentences(chunk.text):
+            valid = self._validity(sentence, provenance)
+            if valid is None:
+                continue
+            for rule, pattern in _RULES:
+                if not _KEYWORDS[rule].search(sentence):
+                    continue
+                for match in pattern.finditer(sentence):
+                    for relation_type, source, target in self._rule(rule, match, sentence, provenance):
+                        self.relate(relation_type, source, target, provenance, valid=valid, context=sentence)
+
+    def _validity(self, sentence: str, provenance: Provenance) -> tuple[date | None, date | None] | None:
+        """(valid_from, valid_to) stated in the sentence; None (and a review item) if unreadable."""
+        match = _RANGE.search(sentence) or _UNTIL.search(sentence)
+        if match is None:
+            return (None, None)
+        found = match.groupdict()
+        try:
+            return tuple(parse_date(found[k]) if found.get(k) else None for k in ("f", "t"))  # type: ignore[return-value]
+        except ValueError as exc:
+            if any(pattern.search(sentence) for _, pattern in _RULES):
+                self.flag("validity", (provenance.chunk_id, sentence), f"unreadable validity date: {exc}",
+                          {"sentence": sentence, "clause": match.group(0)}, provenance)
+            return None
+
+    def _rule(self, rule: str, match: re.Match[str], sentence: str,
+              provenance: Provenance) -> list[tuple[str, _Mention, _Mention]]:
+        a, b = match["a"], match["b"]
+        if rule in ("approves", "approved_of"):
+            company, supplier = _typed("Company", a), _typed("Supplier", b)
+            return [("APPROVED_VENDOR", company, supplier)] if company and supplier else []
+        if rule == "supplies":
+            supplier = _typed("Supplier", a)
+            if supplier is None:
+                return []
+            known = self.resolver.lookup("Supplier", supplier.name) is not None
+            products = [m for item in _items(b) if (m := _typed("Product", item))]
+            return [("SUPPLIES", supplier, p) for p in products  # a product *name* needs a known party
+                    if known or normalize_identifier(p.name) or self.resolver.lookup("Product", p.name)]
+        if rule == "belongs":
+            return self._belongs(match)
+        if rule == "covers":
+            contract = _typed("Contract", a)
+            if contract is None or normalize_identifier(contract.name) is None:
+                return []  # "This agreement covers ...": no contract id to anchor the edge
+            marked = bool(match["post"])
+            targets = [self._covered(item, marked, sentence, provenance) for item in _items(b)]
+            return [("COVERS", contract, t) for t in targets if t is not None]
+        contract = _typed("Contract", match["c"] if rule == "between" else b)
+        if contract is None or normalize_identifier(contract.name) is None:
+            return []
+        parties = [a, b] if rule == "between" else [a]
+        typed = [self._party(p, sentence, provenance) for p in parties]
+        return [("PARTY_TO", party, contract) for party in typed if party is not None]
+
+    def _belongs(self, match: re.Match[str]) -> list[tuple[str, _Mention, _Mention]]:
+        group = _typed("ProductGroup", match["b"])
+        if group is None:
+            return []
+        if match["sub"]:
+            source = _typed("ProductGroup", match["a"])
+            return [("PART_OF", source, group)] if source else []
+        out: list[tuple[str, _Mention, _Mention]] = []
+        marked = bool(match["pre"] or match["post"])
+        for item in _items(match["a"]):
+            subject = _typed("Product", item)
+            if subject is None:
+                continue
+            is_code = normalize_identifier(subject.name) is not None
+            is_group = self.resolver.lookup("ProductGroup", subject.name) or _GROUP_SUFFIX.search(subject.name)
+            if not is_code and is_group:
+                out.append(("PART_OF", _Mention("ProductGroup", _GROUP_SUFFIX.sub("", subject.name)), group))
+            elif is_code or self.resolver.lookup("Product", subject.name) or (match["belongs"] and marked):
+                out.append(("BELONGS_TO", subject, group))
+            elif match["part"] and (marked or self.resolver.lookup("ProductGroup", group.name)):
+                out.append(("PART_OF", _Mention("ProductGroup", subject.name), group))
+        return out
+
+    def _covered(self, item: str, marked: bool, sentence: str, provenance: Provenance) -> _Mention | None:
+        mention = _typed("ProductGroup", item)
+        if mention is None or normalize_identifier(mention.name) is not None:
+            return mention
+        known = [t for t in ("Product", "ProductGroup") if self.resolver.lookup(t, mention.name)]
+        if marked or known == ["ProductGroup"]:
+            return mention
+        if known == ["Product"]:
+            return _Mention("Product", mention.name)
+        self.flag("typing", (provenance.chunk_id, sentence, mention.name),
+                  f"cannot tell whether {mention.name!r} is a product or a group",
+                  {"sentence": sentence, "mention": mention.name}, provenance)
+        return None
+
+    def _party(self, name: str, sentence: str, provenance: Provenance) -> _Mention | None:
+        mention = _typed("Company", name)
+        if mention is None or normalize_identifier(mention.name) is not None:
+            return mention
+        known = [t for t in ("Company", "Supplier") if self.resolver.lookup(t, mention.name)]
+        if len(known) == 1:
+            return _Mention(known[0], mention.name)
+        self.flag("typing", (provenance.chunk_id, sentence, mention.name),
+                  f"cannot tell whether {mention.name!r} is a company or a supplier",
+                  {"sentence": sentence, "mention": mention.name}, provenance)
+        return None
+
+    # (c) identifiers --------------------------------------------------------------------------
+
+    def chunk_identifiers(self, chunk: Chunk) -> None:
+        provenance = self.provenance(chunk_id=chunk.chunk_id)
+        for identifier in chunk.identifiers:
+            entity_type = entity_type_for_identifier_kind(identifier_kind(identifier))
+            if entity_type is not None:
+                self.resolver.resolve(entity_type, identifier, provenance)
+
+    def conflicts(self) -> None:
+        for conflict in self.resolver.conflicts:
+            provenance = conflict.provenance or self.provenance()
+            reason = (f"{conflict.entity_type} {conflict.name!r} has two {conflict.field} values: "
+                      f"{conflict.existing}, {conflict.new}")
+            self.flag("entity", (conflict.entity_id, conflict.field, conflict.existing, conflict.new), reason, {
+                "entity_id": conflict.entity_id, "entity_type": conflict.entity_type, "name": conflict.name,
+                "field": conflict.field, "existing": conflict.existing, "new": conflict.new,
+            }, provenance)
+
+
+def _organisation(entity_type: str, name: str | None, external_id: str | None) -> _Mention | None:
+    if name:
+        return _typed(entity_type, name, external_id)
+    return _typed(entity_type, external_id) if external_id else None
+
+
+def _content(parsed: ParsedRecord) -> ParsedRecord:
+    return replace(parsed, row_numbers=())
+
+
+def _document_number(elements: list[Element]) -> str | None:
+    """The one invoice / credit-note / order number the document's text names, if exactly one."""
+    found = {
+        identifier
+        for element in elements if element.kind != "Table"
+        for identifier in find_identifiers(element.text)
+        if identifier_kind(identifier) in _RECORD_KINDS
+    }
+    return next(iter(found)) if len(found) == 1 else None
+
+
+def parse_aliases(raw: MetadataValue) -> dict[str, str]:
+    """An alias table from document metadata: a JSON object, or `alias = canonical` pairs
+    separated by `;` or new lines. ValueError when it is neither."""
+    if raw is None or raw == "":
+        return {}
+    if not isinstance(raw, str):
+        raise ValueError(f"aliases must be text, got {type(raw).__name__}")
+    text = raw.strip()
+    if text.startswith("{"):
+        table = json.loads(text)
+        if not isinstance(table, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in table.items()):
+            raise ValueError("aliases JSON must map strings to strings")
+        return table
+    out: dict[str, str] = {}
+    for pair in re.split(r"[;\n]", text):
+        if not pair.strip():
+            continue
+        alias, sep, canonical = pair.partition("=")
+        if not sep or not alias.strip() or not canonical.strip():
+            raise ValueError(f"alias entry {pair.strip()!r} is not 'alias = canonical'")
+        out[alias.strip()] = canonical.strip()
+    return out
+
+
+def handle(
+    doc: EmbeddedDocument,
+    column_map: dict[str, str] | None = None,
+    aliases: dict[str, str] | None = None,
+) -> ExtractedDocument:
+    """Extract records, entities, relations and review items from one document version.
+
+    `column_map` is the operator's `IngestSettings.record_column_map`; `aliases` (alias →
+    canonical name) wins over the document's `aliases` metadata. Pure and deterministic.
+    """
+    if doc.versions.extraction != EXTRACTION_VERSION or doc.versions.graph_schema != GRAPH_SCHEMA_VERSION:
+        raise BadInput(
+            f"document built for extraction {doc.versions.extraction!r} / graph schema {doc.versions.graph_schema!r}; "
+            f"this handler is {EXTRACTION_VERSION!r} / {GRAPH_SCHEMA_VERSION!r}"
+        )
+    if len(doc.vectors) != len(doc.chunks):
+        raise BadInput(f"{len(doc.vectors)} vectors for {len(doc.chunks)} chunks")
+    column_map = dict(column_map or {})
+    try:
+        map_header([], column_map)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from exc
+    table: dict[str, str] = {}
+    alias_error = None
+    try:
+        table = parse_aliases(doc.doc.metadata.get("aliases"))
+    except (ValueError, json.JSONDecodeError) as exc:
+        alias_error = str(exc)
+    table.update(aliases or {})
+    run = _Extraction(doc, table)
+    if alias_error is not None:
+        run.flag("metadata", ("aliases",), f"unreadable aliases metadata: {alias_error}",
+                 {"aliases": doc.doc.metadata.get("aliases")}, run.provenance())
+    elements = sorted(doc.elements, key=lambda e: e.index)
+    default_number = _document_number(elements)
+    for element in elements:
+        if element.kind == "Table" and element.rows:
+            run.table(element, column_map, default_number)
+    chunks = sorted(doc.chunks, key=lambda c: c.ordinal)
+    for chunk in chunks:
+        if chunk.kind != "table":
+            run.chunk_sentences(chunk)
+    for chunk in chunks:
+        run.chunk_identifiers(chunk)
+    run.conflicts()
+    relations = sorted(run.relations.values(), key=lambda r: (r.type, r.source_id, r.target_id, r.relation_id))
+    return ExtractedDocument(
+        doc=doc.doc, versions=doc.versions, sections=doc.sections, chunks=doc.chunks, vectors=doc.vectors,
+        entities=run.resolver.entities(), relations=relations, records=list(run.records.values()),
+        review=list(run.review.values()),
+    )
+
+
+__all__ = ["EXTRACTION_VERSION", "SENTENCE_PATTERNS", "handle", "parse_aliases", "sentences"]
