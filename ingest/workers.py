@@ -1,0 +1,168 @@
+"""Composition root of `manifold workers`: builds the adapters once and runs the chosen roles.
+
+Each role is one `StageRunner` in its own thread and consumer group (`manifold.<role>`), so
+several processes started with the same roles share the partitions. Guarantees: nothing
+connects before `build_ports` is called; the schema version is checked before any message is
+consumed (run `manifold migrate` first); `/metrics` is served on `ingest.metrics_port`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from confluent_kafka import Consumer, Producer
+from pydantic import BaseModel, ValidationError
+
+from manifold.ingest import pipeline
+from manifold.ingest.notices import StageNotice
+from manifold.ingest.runner import Output, RetryPolicy, StageRunner, StageSpec
+from manifold.shared import topics
+from manifold.shared.artifacts import LoadNotice
+from manifold.shared.config import ManifoldSettings
+from manifold.shared.errors import BadInput
+from manifold.shared.events import DocumentDeleted, DocumentUpserted, parse_event
+from manifold.shared.kafka import consumer_config, ensure_topics, producer_config
+
+log = logging.getLogger(__name__)
+
+from manifold.ingest import ROLES  # noqa: E402  (re-exported)
+
+# unstructured reports usage to a remote service on import unless told not to.
+_NO_TELEMETRY = {"DO_NOT_TRACK": "true", "SCARF_NO_ANALYTICS": "true", "UNSTRUCTURED_DISABLE_NOTICE": "true",
+                 "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+class SchemaNotReady(RuntimeError):
+    """The database schema is older than this code; run `manifold migrate`."""
+
+
+def build_ports(settings: ManifoldSettings) -> pipeline.Ports:
+    """Connect the adapters (the only place that does) and check the stores are ready."""
+    for key, value in _NO_TELEMETRY.items():
+        os.environ.setdefault(key, value)
+    from manifold.ingest import vocabulary
+    from manifold.shared.embedding import SentenceTransformerEmbedder
+    from manifold.shared.stores import pg_schema
+    from manifold.shared.stores.elasticsearch import ElasticsearchTextIndex
+    from manifold.shared.stores.neo4j import Neo4jGraphStore
+    from manifold.shared.stores.postgres import PostgresRelationalStore, PostgresStagingStore
+
+    have = pg_schema.current_version(settings.postgres.ingest_conninfo())
+    if str(have) != pg_schema.PG_SCHEMA_VERSION:
+        raise SchemaNotReady(
+            f"database schema is at version {have}, this code needs {pg_schema.PG_SCHEMA_VERSION}; "
+            "run `manifold migrate`"
+        )
+    text = ElasticsearchTextIndex.from_settings(settings)
+    text.ensure_index()
+    graph = Neo4jGraphStore.from_settings(
+        settings, entity_types=vocabulary.ENTITY_TYPES, relation_types=vocabulary.RELATIONS
+    )
+    graph.ensure_schema()
+    embedder = SentenceTransformerEmbedder(batch_size=settings.ingest.embed_batch_size)
+    return pipeline.Ports(
+        settings=settings.ingest,
+        versions=pipeline.current_versions(settings.ingest, embedder.info),
+        staging=PostgresStagingStore.from_settings(settings),
+        relational=PostgresRelationalStore.from_settings(settings),
+        text=text,
+        graph=graph,
+        embedder=embedder,
+    )
+
+
+def _decoder(model: type[BaseModel]) -> Callable[[bytes], Any]:
+    def decode(raw: bytes) -> Any:
+        try:
+            return model.model_validate_json(raw)
+        except ValidationError as err:
+            raise BadInput(f"invalid {model.__name__}: {err.errors()[0]['msg']}") from None
+
+    return decode
+
+
+def _notice_out(topic: str) -> Callable[[StageNotice], Output]:
+    def route(notice: StageNotice) -> Output:
+        return Output(topic, f"{notice.tenant_id}/{notice.document_id}".encode(), notice.model_dump_json().encode())
+
+    return route
+
+
+def _parse_step(ports: pipeline.Ports) -> Callable[[DocumentUpserted | DocumentDeleted], Any]:
+    def step(event: DocumentUpserted | DocumentDeleted) -> StageNotice | DocumentDeleted | None:
+        if isinstance(event, DocumentDeleted):
+            return event  # the publisher applies deletes across every store
+        return pipeline.run_parse(event, ports)
+
+    return step
+
+
+def _parse_route(out: StageNotice | DocumentDeleted) -> Output:
+    if isinstance(out, DocumentDeleted):
+        return Output(topics.PUBLISH, out.key, out.model_dump_json().encode())
+    return _notice_out(topics.STAGE_PARSED)(out)
+
+
+def _load_route(notice: LoadNotice) -> Output:
+    key = f"{notice.doc.tenant_id}/{notice.doc.document_id}".encode()
+    return Output(topics.PUBLISH, key, notice.model_dump_json().encode())
+
+
+def stage_specs(ports: pipeline.Ports) -> dict[str, StageSpec[Any, Any]]:
+    notice = _decoder(StageNotice)
+    return {
+        "parse": StageSpec("parse", topics.DOCUMENTS, parse_event, _parse_step(ports), _parse_route),
+        "chunk": StageSpec("chunk", topics.STAGE_PARSED, notice, lambda n: pipeline.run_chunk(n, ports),
+                           _notice_out(topics.STAGE_CHUNKED)),
+        "embed": StageSpec("embed", topics.STAGE_CHUNKED, notice, lambda n: pipeline.run_embed(n, ports),
+                           _notice_out(topics.STAGE_EMBEDDED)),
+        "extract": StageSpec("extract", topics.STAGE_EMBEDDED, notice, lambda n: pipeline.run_extract(n, ports),
+                             _notice_out(topics.STAGE_EXTRACTED)),
+        "load": StageSpec("load", topics.STAGE_EXTRACTED, notice, lambda n: pipeline.run_load(n, ports),
+                          _load_route),
+    }
+
+
+def run(settings: ManifoldSettings, roles: Sequence[str], stop: threading.Event) -> None:
+    """Run `roles` until `stop` is set; a role that crashes stops the whole process (exit != 0)."""
+    unknown = set(roles) - set(ROLES)
+    if unknown:
+        raise ValueError(f"unknown role(s) {sorted(unknown)}; choose from {', '.join(ROLES)}")
+    bootstrap = settings.kafka.bootstrap_servers
+    ensure_topics(bootstrap, topics.PIPELINE_TOPICS, topics.DEFAULT_PARTITIONS)
+    ports = build_ports(settings)
+    if "embed" in roles:
+        ports.embedder.warm_up()  # type: ignore[attr-defined]
+    if settings.ingest.metrics_port:
+        from prometheus_client import start_http_server
+
+        start_http_server(settings.ingest.metrics_port, addr="127.0.0.1")
+    specs = stage_specs(ports)
+    retry = RetryPolicy(settings.ingest.max_attempts, settings.ingest.retry_initial_s, settings.ingest.retry_max_s)
+    failures: list[BaseException] = []
+
+    def work(role: str) -> None:
+        runner = StageRunner(
+            specs[role],
+            Consumer(consumer_config(bootstrap, f"manifold.{role}", f"manifold-{role}-{os.getpid()}")),
+            Producer(producer_config(bootstrap, f"manifold-{role}-{os.getpid()}")),
+            retry,
+        )
+        try:
+            runner.run(stop)
+        except BaseException as err:  # a runner only stops on an unrecoverable fault
+            log.exception("%s worker stopped: %s", role, err)
+            failures.append(err)
+            stop.set()
+
+    threads = [threading.Thread(target=work, args=(r,), name=f"manifold-{r}", daemon=True) for r in roles]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise RuntimeError(f"{len(failures)} worker(s) stopped on errors: {failures[0]}")

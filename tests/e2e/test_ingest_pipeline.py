@@ -1,0 +1,242 @@
+"""A mixed corpus flows from the upstream client through Kafka and every stage into all three
+stores, as non-serving, versioned artifacts; replays change nothing; poison lands in the DLQ."""
+
+from __future__ import annotations
+
+import csv
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from decimal import Decimal
+from pathlib import Path
+
+import psycopg
+import pytest
+from confluent_kafka import Consumer, Producer
+
+from manifold.ingest import ROLES, workers
+from manifold.ingest.sample_corpus import write_corpus
+from manifold.shared import metrics, topics
+from manifold.shared.artifacts import LoadNotice
+from manifold.shared.config import IngestSettings, ManifoldSettings
+from manifold.shared.dlq import DeadLetter
+from manifold.shared.events import DocumentUpserted, parse_event
+from manifold.shared.kafka import producer_config
+from manifold.shared.stores import pg_schema
+
+TIMEOUT_S = 300
+
+
+def _settings(base: ManifoldSettings) -> ManifoldSettings:
+    return base.model_copy(update={"ingest": IngestSettings(metrics_port=0, max_attempts=2)})
+
+
+@pytest.fixture(scope="module")
+def stack(settings: ManifoldSettings, kafka_bootstrap: str, pg_conninfo: str, es_client, neo4j_driver) -> Iterator[dict]:
+    """Migrated stores and all worker roles running in this process."""
+    s = _settings(settings)
+    pg = s.postgres
+    pg_schema.migrate(pg.conninfo(), ingest_password=pg.ingest_password.get_secret_value(),
+                      query_password=pg.query_password.get_secret_value())
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            workers.run(s, list(ROLES), stop)
+        except BaseException as err:  # surfaced by the tests below
+            errors.append(err)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    from manifold.shared.cli import _upstream_client
+
+    yield {"settings": s, "client": _upstream_client(s), "ports": workers.build_ports(s), "errors": errors}
+    stop.set()
+    thread.join(60)
+
+
+def _read_topic(bootstrap: str, topic: str, accept: Callable[[bytes], object | None]) -> list:
+    """Everything on `topic` so far that `accept` maps to a value (read from offset 0)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"e2e-{uuid.uuid4()}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    out, idle = [], 0
+    try:
+        while idle < 3:
+            msgs = consumer.consume(500, timeout=1.0)
+            if not msgs:
+                idle += 1
+                continue
+            idle = 0
+            for msg in msgs:
+                if msg.error() is None and (value := accept(msg.value())) is not None:
+                    out.append(value)
+    finally:
+        consumer.close()
+    return out
+
+
+def _notices(bootstrap: str, tenant: str) -> list[LoadNotice]:
+    def accept(raw: bytes) -> LoadNotice | None:
+        try:
+            notice = LoadNotice.model_validate_json(raw)
+        except ValueError:
+            return None
+        return notice if notice.doc.tenant_id == tenant else None
+
+    return _read_topic(bootstrap, topics.PUBLISH, accept)
+
+
+def _dead_letters(bootstrap: str, tenant: str) -> list[DeadLetter]:
+    def accept(raw: bytes) -> DeadLetter | None:
+        letter = DeadLetter.model_validate_json(raw)
+        return letter if letter.tenant_id == tenant else None
+
+    return _read_topic(bootstrap, topics.DLQ, accept)
+
+
+def _wait(what: str, check: Callable[[], bool], stack: dict) -> None:
+    deadline = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < deadline:
+        assert not stack["errors"], stack["errors"]
+        if check():
+            return
+        time.sleep(2)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def _store_manifests(ports, tenant: str, doc: str, version: int) -> list:
+    return [ports.relational.manifest(tenant, doc, version), ports.text.manifest(tenant, doc, version),
+            ports.graph.manifest(tenant, doc, version)]
+
+
+@pytest.fixture(scope="module")
+def corpus(stack: dict, kafka_bootstrap: str, tmp_path_factory) -> dict:
+    tenant = f"e2e-{uuid.uuid4().hex[:8]}"
+    root = tmp_path_factory.mktemp("corpus")
+    write_corpus(root, 12)
+    (root / "broken.pdf").write_bytes(b"%PDF-1.4\n this is not really a pdf \x00\x01")
+    (root / "mystery.xyz").write_bytes(b"\x00\x01\x02 unknown")
+    report = stack["client"].publish_paths(tenant, [root])
+    good = {doc for doc, _ in report.published} - {"broken.pdf"}
+    _wait("every good document to load and the broken one to be dead-lettered",
+          lambda: {n.doc.document_id for n in _notices(kafka_bootstrap, tenant)} >= good
+          and any(d.document_id == "broken.pdf" for d in _dead_letters(kafka_bootstrap, tenant)), stack)
+    return {"tenant": tenant, "root": root, "report": report, "good": good}
+
+
+def test_client_reports_what_it_could_not_publish(corpus: dict) -> None:
+    report = corpus["report"]
+    assert [(Path(p).name, why) for p, why in report.rejected] == [("mystery.xyz", "unknown media type")]
+    assert len(report.published) == 13 and all(v == 1 for _, v in report.published)
+
+
+def test_unchanged_files_publish_nothing(stack: dict, corpus: dict) -> None:
+    again = stack["client"].publish_paths(corpus["tenant"], [corpus["root"]])
+    assert again.published == [] and len(again.unchanged) == 13
+
+
+def test_every_store_holds_exactly_the_expected_artifacts(stack: dict, corpus: dict, kafka_bootstrap: str) -> None:
+    notices = {n.doc.document_id: n for n in _notices(kafka_bootstrap, corpus["tenant"])}
+    assert set(notices) == corpus["good"]
+    kinds = {"csv": 0, "json": 0, "md": 0, "html": 0, "txt": 0, "eml": 0}
+    for doc, notice in notices.items():
+        kinds[doc.rsplit(".", 1)[1]] += 1
+        assert _store_manifests(stack["ports"], corpus["tenant"], doc, 1) == list(notice.stores)
+        counts = {m.store: m.counts for m in notice.stores}
+        assert counts["postgres"]["chunks"] > 0 and counts["postgres"]["vectors"] == counts["postgres"]["chunks"]
+        assert counts["elasticsearch"]["chunks"] == counts["postgres"]["chunks"]
+    assert all(n == 2 for n in kinds.values()), kinds
+    invoice = next(n for d, n in notices.items() if d.endswith(".csv"))
+    assert {m.store: m.counts for m in invoice.stores}["postgres"]["records"] == 1
+
+
+def test_artifacts_are_non_serving_and_carry_versions(stack: dict, corpus: dict, settings: ManifoldSettings) -> None:
+    tenant = corpus["tenant"]
+    with psycopg.connect(settings.postgres.ingest_conninfo()) as conn, conn.transaction():
+        conn.execute("SELECT set_config('manifold.tenant_id', %s, true)", (tenant,))
+        states = conn.execute("SELECT DISTINCT state FROM document_versions").fetchall()
+        rows = conn.execute(
+            "SELECT DISTINCT parser_version, chunker_version, embedding_model, embedding_dim, "
+            "extraction_version, config_fingerprint FROM chunks"
+        ).fetchall()
+        lines = conn.execute(
+            "SELECT sum(l.amount) FROM record_lines l JOIN records r USING (tenant_id, record_id) "
+            "WHERE r.record_type = 'invoice'"
+        ).fetchone()
+    assert states == [("staged",)]
+    versions = stack["ports"].versions
+    assert rows == [(versions.parser, versions.chunker, versions.embedding_model, 384,
+                     versions.extraction, versions.fingerprint())]
+    # Money is exact end to end: the stored line amounts add up to the CSV files' amounts.
+    expected = sum(
+        (Decimal(row["Amount"]) for path in corpus["root"].glob("invoices/*.csv")
+         for row in csv.DictReader(path.open())),
+        Decimal(0),
+    )
+    assert isinstance(lines[0], Decimal) and lines[0] == expected
+
+
+def test_graph_edges_carry_provenance(corpus: dict, neo4j_driver) -> None:
+    rows = neo4j_driver.execute_query(
+        "MATCH (c:Entity {tenant_id: $t})-[r:APPROVED_VENDOR]->(s:Entity {tenant_id: $t}) "
+        "RETURN r.document_id AS doc, r.version AS v, r.chunk_id AS chunk, r.extraction_version AS x, "
+        "r.valid_from AS since", t=corpus["tenant"]).records
+    assert rows, "contracts name approved vendors"
+    assert all(r["doc"].startswith("contracts/") and r["v"] == 1 and r["chunk"] and r["x"] and r["since"]
+               for r in rows)
+
+
+def test_poison_input_is_dead_lettered_with_context(corpus: dict, kafka_bootstrap: str) -> None:
+    [letter] = [d for d in _dead_letters(kafka_bootstrap, corpus["tenant"]) if d.document_id == "broken.pdf"]
+    assert (letter.stage, letter.error_kind, letter.version, letter.source_topic) == (
+        "parse", "bad_input", 1, topics.DOCUMENTS)
+    assert "pdf" in letter.error.lower()
+    replayable = parse_event(letter.value)  # the original event, ready to replay with the same handler
+    assert isinstance(replayable, DocumentUpserted) and replayable.document_id == "broken.pdf"
+
+
+def test_replaying_events_changes_no_count(stack: dict, corpus: dict, kafka_bootstrap: str) -> None:
+    tenant, ports = corpus["tenant"], stack["ports"]
+    before = {doc: _store_manifests(ports, tenant, doc, 1) for doc in corpus["good"]}
+    originals = [e for e in _read_topic(kafka_bootstrap, topics.DOCUMENTS, parse_event_or_none)
+                 if e.tenant_id == tenant]
+    assert len(originals) == 13
+    producer = Producer(producer_config(kafka_bootstrap, "e2e-replay"))
+    for _ in range(3):
+        for event in originals:
+            producer.produce(topics.DOCUMENTS, key=event.key, value=event.model_dump_json().encode())
+    assert producer.flush(30) == 0
+    expected_notices = 4 * len(corpus["good"])
+    _wait("three replays to load", lambda: len(_notices(kafka_bootstrap, tenant)) >= expected_notices, stack)
+    after = {doc: _store_manifests(ports, tenant, doc, 1) for doc in corpus["good"]}
+    assert after == before
+
+
+def test_an_older_version_arriving_late_changes_nothing(stack: dict, corpus: dict, kafka_bootstrap: str) -> None:
+    tenant, ports, client = corpus["tenant"], stack["ports"], stack["client"]
+    doc = next(d for d in sorted(corpus["good"]) if d.endswith(".txt"))
+    v1_event = next(e for e in _read_topic(kafka_bootstrap, topics.DOCUMENTS, parse_event_or_none)
+                    if e.tenant_id == tenant and e.document_id == doc and e.version == 1)
+    assert client.publish_bytes(tenant, doc, b"Revised site note.\n\nThe relay board was replaced.\n",
+                                "text/plain") == 2
+    _wait("version 2 to load", lambda: ports.relational.newest_version(tenant, doc) == 2, stack)
+    time.sleep(2)
+    snapshot = {v: _store_manifests(ports, tenant, doc, v) for v in (1, 2)}
+    skipped_before = metrics.SKIPPED.labels("parse", "stale")._value.get()
+    producer = Producer(producer_config(kafka_bootstrap, "e2e-late"))
+    producer.produce(topics.DOCUMENTS, key=v1_event.key, value=v1_event.model_dump_json().encode())
+    assert producer.flush(30) == 0
+    _wait("the late version 1 to be skipped",
+          lambda: metrics.SKIPPED.labels("parse", "stale")._value.get() > skipped_before, stack)
+    assert {v: _store_manifests(ports, tenant, doc, v) for v in (1, 2)} == snapshot
+    assert ports.relational.newest_version(tenant, doc) == 2
+
+
+def parse_event_or_none(raw: bytes):
+    try:
+        return parse_event(raw)
+    except Exception:
+        return None
