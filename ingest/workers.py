@@ -31,9 +31,8 @@ log = logging.getLogger(__name__)
 
 from manifold.ingest import ROLES  # noqa: E402  (re-exported)
 
-# unstructured reports usage to a remote service on import unless told not to.
-_NO_TELEMETRY = {"DO_NOT_TRACK": "true", "SCARF_NO_ANALYTICS": "true", "UNSTRUCTURED_DISABLE_NOTICE": "true",
-                 "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+# Models come from installed packages only (unstructured's own opt-outs are set by parse_formats).
+_OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
 class SchemaNotReady(RuntimeError):
@@ -42,7 +41,7 @@ class SchemaNotReady(RuntimeError):
 
 def build_ports(settings: ManifoldSettings) -> pipeline.Ports:
     """Connect the adapters (the only place that does) and check the stores are ready."""
-    for key, value in _NO_TELEMETRY.items():
+    for key, value in _OFFLINE.items():
         os.environ.setdefault(key, value)
     from manifold.ingest import vocabulary
     from manifold.shared.embedding import SentenceTransformerEmbedder

@@ -1,7 +1,7 @@
 """PostgreSQL `VersionLedger`: atomic version assignment for the upstream publish client.
 
-Guarantees: one row per (tenant, document) locked with `SELECT ... FOR UPDATE` while a version is
-reserved, so concurrent publishers never hand out the same version twice; the tenant is set per
+Guarantees: reservations of one (tenant, document) are serialised by a transaction advisory lock
+and the row lock, so concurrent publishers never hand out the same version twice; the tenant is set per
 transaction and the table (`manifold.upstream_versions`, migration 2 in `pg_schema`) is under
 row-level security like every tenant table. Connect as `manifold_ingest`.
 """
@@ -27,6 +27,8 @@ class PostgresVersionLedger:
     def reserve(self, tenant_id: str, document_id: str, content_sha256: str | None) -> int | None:
         with self._connect() as conn, conn.transaction():
             conn.execute("SELECT set_config('manifold.tenant_id', %s, true)", (tenant_id,))
+            # Serialise reservations of one document, including its very first one (no row to lock yet).
+            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"{tenant_id}/{document_id}",))
             row = conn.execute(
                 "SELECT version, content_sha256, deleted, confirmed FROM upstream_versions "
                 "WHERE tenant_id = %s AND document_id = %s FOR UPDATE",

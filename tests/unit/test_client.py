@@ -1,0 +1,125 @@
+"""The upstream client against fakes of its ports: versions, claim checks, rejections."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from manifold.ingest.client import UpstreamClient
+from manifold.shared import topics
+from manifold.shared.events import MAX_INLINE_BYTES, DocumentDeleted, DocumentUpserted, parse_event
+
+
+@dataclass
+class FakeLedger:
+    """Same contract as PostgresVersionLedger, in memory."""
+
+    rows: dict[tuple[str, str], dict] = field(default_factory=dict)
+
+    def reserve(self, tenant_id, document_id, content_sha256):
+        row = self.rows.get((tenant_id, document_id))
+        if row is None:
+            if content_sha256 is None:
+                return None
+            self.rows[(tenant_id, document_id)] = {"v": 1, "sha": content_sha256, "ok": False}
+            return 1
+        same = row["sha"] is None if content_sha256 is None else row["sha"] == content_sha256
+        if same:
+            return None if row["ok"] else row["v"]
+        row.update(v=row["v"] + 1, sha=content_sha256, ok=False)
+        return row["v"]
+
+    def confirm(self, tenant_id, document_id, version):
+        row = self.rows[(tenant_id, document_id)]
+        if row["v"] == version:
+            row["ok"] = True
+
+
+@dataclass
+class FakeProducer:
+    sent: list = field(default_factory=list)
+    down: bool = False
+    _pending: list = field(default_factory=list)
+
+    def produce(self, topic, key=None, value=None, headers=None, on_delivery=None):
+        self._pending.append((topic, key, value, on_delivery))
+
+    def flush(self, timeout=None):
+        if self.down:
+            pending, self._pending = len(self._pending), []
+            return pending
+        for topic, key, value, cb in self._pending:
+            self.sent.append((topic, key, parse_event(value)))
+            cb(None, None)
+        self._pending.clear()
+        return 0
+
+
+@dataclass
+class FakeStaging:
+    blobs: dict = field(default_factory=dict)
+
+    def put_blob(self, tenant_id, content):
+        sha = hashlib.sha256(content).hexdigest()
+        self.blobs[(tenant_id, sha)] = content
+        return sha
+
+
+def _client(producer=None):
+    return UpstreamClient(producer or FakeProducer(), FakeLedger(), FakeStaging(), max_document_bytes=10_000_000)
+
+
+def test_folder_walk_versions_and_unchanged(tmp_path: Path) -> None:
+    (tmp_path / "contracts").mkdir()
+    (tmp_path / "contracts" / "a.md").write_text("# A")
+    (tmp_path / "b.txt").write_text("b")
+    (tmp_path / ".hidden").write_text("skip me")
+    (tmp_path / "c.bin").write_bytes(b"\x00\x01")
+    client = _client()
+    report = client.publish_paths("acme", [tmp_path])
+    assert report.published == [("b.txt", 1), ("contracts/a.md", 1)]
+    assert [Path(p).name for p, _ in report.rejected] == ["c.bin"]
+    assert [(t, k) for t, k, _ in client.producer.sent] == [
+        (topics.DOCUMENTS, b"acme/b.txt"), (topics.DOCUMENTS, b"acme/contracts/a.md")]
+
+    again = client.publish_paths("acme", [tmp_path])
+    assert again.published == [] and again.unchanged == ["b.txt", "contracts/a.md"]
+    (tmp_path / "b.txt").write_text("b, revised")
+    assert client.publish_paths("acme", [tmp_path]).published == [("b.txt", 2)]
+
+
+def test_large_content_travels_by_claim_check() -> None:
+    client = _client()
+    big = b"x" * (MAX_INLINE_BYTES + 10)
+    assert client.publish_bytes("acme", "big.txt", big, "text/plain") == 1
+    [(_, _, event)] = client.producer.sent
+    assert isinstance(event, DocumentUpserted) and event.content_b64 is None
+    assert client.staging.blobs[("acme", event.content_ref.sha256)] == big
+
+
+def test_failed_publish_is_resent_with_the_same_version() -> None:
+    producer = FakeProducer(down=True)
+    client = _client(producer)
+    with pytest.raises(Exception, match="acknowledge"):
+        client.publish_bytes("acme", "a.txt", b"hello", "text/plain")
+    producer.down = False
+    assert client.publish_bytes("acme", "a.txt", b"hello", "text/plain") == 1  # not lost, not v2
+    assert client.publish_bytes("acme", "a.txt", b"hello", "text/plain") is None
+
+
+def test_delete_only_known_documents() -> None:
+    client = _client()
+    assert client.delete("acme", "never.txt") is None
+    client.publish_bytes("acme", "a.txt", b"hello", "text/plain")
+    assert client.delete("acme", "a.txt") == 2
+    assert isinstance(client.producer.sent[-1][2], DocumentDeleted)
+    assert client.delete("acme", "a.txt") is None  # already deleted
+
+
+def test_oversized_document_is_refused() -> None:
+    client = UpstreamClient(FakeProducer(), FakeLedger(), FakeStaging(), max_document_bytes=10)
+    with pytest.raises(ValueError, match="exceeds"):
+        client.publish_bytes("acme", "a.txt", b"x" * 11, "text/plain")
