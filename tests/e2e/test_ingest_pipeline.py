@@ -4,6 +4,7 @@ stores, as non-serving, versioned artifacts; replays change nothing; poison land
 from __future__ import annotations
 
 import csv
+import json
 import threading
 import time
 import uuid
@@ -120,10 +121,20 @@ def corpus(stack: dict, kafka_bootstrap: str, tmp_path_factory) -> dict:
     (root / "broken.pdf").write_bytes(b"%PDF-1.4\n this is not really a pdf \x00\x01")
     (root / "mystery.xyz").write_bytes(b"\x00\x01\x02 unknown")
     report = stack["client"].publish_paths(tenant, [root])
+    # An upstream system sends a malformed event (no content, no hash): it must be dead-lettered.
+    malformed = json.dumps({"type": "DocumentUpserted", "tenant_id": tenant, "document_id": "junk.txt",
+                            "version": 1}).encode()
+    producer = Producer(producer_config(kafka_bootstrap, "e2e-malformed"))
+    producer.produce(topics.DOCUMENTS, key=f"{tenant}/junk.txt".encode(), value=malformed)
+    assert producer.flush(30) == 0
     good = {doc for doc, _ in report.published} - {"broken.pdf"}
-    _wait("every good document to load and the broken one to be dead-lettered",
-          lambda: {n.doc.document_id for n in _notices(kafka_bootstrap, tenant)} >= good
-          and any(d.document_id == "broken.pdf" for d in _dead_letters(kafka_bootstrap, tenant)), stack)
+
+    def settled() -> bool:
+        dead = {d.document_id for d in _dead_letters(kafka_bootstrap, tenant)}
+        return {n.doc.document_id for n in _notices(kafka_bootstrap, tenant)} >= good and \
+            {"broken.pdf", "junk.txt"} <= dead
+
+    _wait("every good document to load and the bad ones to be dead-lettered", settled, stack)
     return {"tenant": tenant, "root": root, "report": report, "good": good}
 
 
@@ -196,6 +207,12 @@ def test_poison_input_is_dead_lettered_with_context(corpus: dict, kafka_bootstra
     assert "pdf" in letter.error.lower()
     replayable = parse_event(letter.value)  # the original event, ready to replay with the same handler
     assert isinstance(replayable, DocumentUpserted) and replayable.document_id == "broken.pdf"
+
+
+def test_malformed_event_is_dead_lettered_with_the_reason(corpus: dict, kafka_bootstrap: str) -> None:
+    [letter] = [d for d in _dead_letters(kafka_bootstrap, corpus["tenant"]) if d.document_id == "junk.txt"]
+    assert (letter.stage, letter.error_kind) == ("parse", "bad_input")
+    assert "invalid document event" in letter.error and "content_sha256" in letter.error
 
 
 def test_replaying_events_changes_no_count(stack: dict, corpus: dict, kafka_bootstrap: str) -> None:
