@@ -9,6 +9,9 @@ STAGE_EMBEDDED = "manifold.stage.embedded"
 STAGE_EXTRACTED = "manifold.stage.extracted"
 PUBLISH = "manifold.publish"
 DLQ = "manifold.dlq"
+# Operator actions on DLQ entries (replayed / purged), keyed by DLQ entry id; written and created
+# (compacted, 1 partition) by the `dlq` tool only, so deliberately not in PIPELINE_TOPICS.
+DLQ_ACTIONS = "manifold.dlq.actions"
 
 PIPELINE_TOPICS = (DOCUMENTS, STAGE_PARSED, STAGE_CHUNKED, STAGE_EMBEDDED, STAGE_EXTRACTED, PUBLISH, DLQ)
 DEFAULT_PARTITIONS = 6

@@ -1,0 +1,228 @@
+"""Kafka I/O for the `dlq` tools: read a whole topic without side effects, append actions,
+re-produce originals. The composition happens in `cli.py`; nothing connects at import time.
+
+Guarantees:
+- `read_topic` reads every partition from its low to its high watermark (as of the call) with
+  `assign()`, never `subscribe()`: no consumer-group membership, no offset commits, no effect
+  on the workers' groups. A missing topic reads as empty.
+- `ActionLog.append` returns only after the broker acknowledged every action.
+- `replay` records an entry as `replayed` only after its re-produced original was acknowledged;
+  if recording then fails, the entry stays `open` and a second replay is harmless because every
+  stage handler is idempotent.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from manifold.dlq_tools.records import DlqAction, Entry, RawMessage
+from manifold.shared.kafka import producer_config
+
+REPLAY_HEADER = "x-manifold-replay-of"
+ACTIONS_TOPIC_CONFIG = {"cleanup.policy": "compact"}
+
+
+# librdkafka logs every failed connection attempt; failures reach the operator as BusError instead.
+_QUIET = {"logger": logging.getLogger("manifold.dlq_tools.kafka"), "log_level": 2}
+
+
+class BusError(RuntimeError):
+    """Kafka could not be read or written in time."""
+
+
+def read_topic(bootstrap: str, topic: str, timeout_s: float = 120.0) -> list[RawMessage]:
+    """Every message currently on `topic`, in (partition, offset) order."""
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": f"manifold-dlq-reader-{uuid.uuid4().hex}",  # required by librdkafka; never joined
+        "client.id": "manifold-dlq",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "earliest",
+        "allow.auto.create.topics": False,
+        **_QUIET,
+    })
+    try:
+        try:
+            meta = consumer.list_topics(topic, timeout=15).topics.get(topic)
+        except KafkaException as err:
+            raise BusError(f"cannot reach kafka at {bootstrap}: {err}") from err
+        if meta is None or meta.error is not None or not meta.partitions:
+            return []
+        ends: dict[int, int] = {}
+        nexts: dict[int, int] = {}
+        assignment = []
+        for p in sorted(meta.partitions):
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15, cached=False)
+            if high > low:
+                ends[p] = high
+                nexts[p] = low
+                assignment.append(TopicPartition(topic, p, low))
+        out: list[RawMessage] = []
+        if not assignment:
+            return out
+        consumer.assign(assignment)
+        deadline = time.monotonic() + timeout_s
+        while ends:
+            if time.monotonic() > deadline:
+                raise BusError(f"reading {topic} did not finish within {timeout_s:.0f}s")
+            # consume() waits for num_messages or the timeout: ask for no more than can remain.
+            remaining = sum(ends[p] - nexts[p] for p in ends)
+            for msg in consumer.consume(max(1, min(500, remaining)), timeout=0.5):
+                if msg.error() is not None:
+                    if msg.error().code() == KafkaError._PARTITION_EOF:
+                        continue
+                    raise BusError(f"reading {topic}: {msg.error()}")
+                p = msg.partition()
+                if p not in ends or msg.offset() >= ends[p]:
+                    continue
+                nexts[p] = msg.offset() + 1
+                ts_type, ts = msg.timestamp()
+                out.append(RawMessage(p, msg.offset(), msg.key(), msg.value(),
+                                      tuple(msg.headers() or ()), ts if ts_type else None))
+                if msg.offset() >= ends[p] - 1:
+                    del ends[p]
+            # Offsets can have gaps (compaction, control records): trust the position too.
+            if ends:
+                for tp in consumer.position([TopicPartition(topic, p) for p in ends]):
+                    if tp.offset >= 0:
+                        nexts[tp.partition] = max(nexts[tp.partition], tp.offset)
+                        if tp.offset >= ends[tp.partition]:
+                            del ends[tp.partition]
+        out.sort(key=lambda m: (m.partition, m.offset))
+        return out
+    except KafkaException as err:
+        raise BusError(f"reading {topic}: {err}") from err
+    finally:
+        consumer.close()
+
+
+def ensure_actions_topic(bootstrap: str, topic: str) -> None:
+    """Create the actions topic (1 partition, compacted) if it does not exist yet."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, **_QUIET})
+    try:
+        if topic in admin.list_topics(timeout=15).topics:
+            return
+        futures = admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1,
+                                                config=ACTIONS_TOPIC_CONFIG)])
+        for future in futures.values():
+            try:
+                future.result(timeout=30)
+            except KafkaException as err:
+                if err.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise
+    except KafkaException as err:
+        raise BusError(f"cannot create {topic}: {err}") from err
+
+
+def existing_topics(bootstrap: str) -> set[str]:
+    try:
+        return set(AdminClient({"bootstrap.servers": bootstrap, **_QUIET}).list_topics(timeout=15).topics)
+    except KafkaException as err:
+        raise BusError(f"cannot reach kafka at {bootstrap}: {err}") from err
+
+
+class _Acks:
+    """Delivery callbacks for one flush window."""
+
+    def __init__(self) -> None:
+        self.ok: list[Any] = []
+        self.failed: list[tuple[Any, str]] = []
+
+    def callback(self, tag: Any) -> Callable[[KafkaError | None, Any], None]:
+        def on_delivery(err: KafkaError | None, _msg: Any) -> None:
+            (self.failed.append((tag, str(err))) if err is not None else self.ok.append(tag))
+        return on_delivery
+
+
+class ActionLog:
+    """Appends `DlqAction`s to the actions topic, keyed by the DLQ entry id."""
+
+    def __init__(self, producer: Producer, topic: str, timeout_s: float = 60.0) -> None:
+        self.producer = producer
+        self.topic = topic
+        self.timeout_s = timeout_s
+
+    def append(self, actions: Sequence[DlqAction]) -> None:
+        acks = _Acks()
+        for action in actions:
+            _produce(self.producer, self.topic, action.dlq_id.encode(), action.model_dump_json().encode(),
+                     None, acks.callback(action.dlq_id))
+        pending = self.producer.flush(self.timeout_s)
+        if pending or acks.failed:
+            detail = acks.failed[0][1] if acks.failed else f"{pending} unacknowledged"
+            raise BusError(f"recording actions in {self.topic} failed: {detail}")
+
+
+@dataclass
+class ReplayReport:
+    replayed: list[str] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)
+
+
+class RateLimiter:
+    """At most `rate` calls of `wait()` per second, evenly spaced (no bursts)."""
+
+    def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.interval = 1.0 / rate
+        self.clock = clock
+        self.sleep = sleep
+        self._next: float | None = None
+
+    def wait(self) -> None:
+        now = self.clock()
+        if self._next is not None and now < self._next:
+            self.sleep(self._next - now)
+            now = self._next
+        self._next = now + self.interval
+
+
+def replay(entries: Sequence[Entry], producer: Producer, log: ActionLog, make_action: Callable[[Entry], DlqAction],
+           limiter: RateLimiter, on_sent: Callable[[int], None] = lambda n: None,
+           window: int = 100, timeout_s: float = 60.0) -> ReplayReport:
+    """Re-produce each entry's original key and value (byte for byte) to its source topic, with
+    a `x-manifold-replay-of` header; record the acknowledged ones in the action log."""
+    report = ReplayReport()
+    for start in range(0, len(entries), window):
+        chunk = entries[start:start + window]
+        acks = _Acks()
+        for entry in chunk:
+            letter = entry.letter
+            assert letter is not None  # the caller filters out undecodable entries
+            limiter.wait()
+            _produce(producer, letter.source_topic, letter.key, letter.value,
+                     [(REPLAY_HEADER, entry.id.encode())], acks.callback(entry.id))
+            producer.poll(0)
+            on_sent(1)
+        producer.flush(timeout_s)  # whatever is still pending counts as failed below
+        ok = set(acks.ok)
+        failed = dict(acks.failed)
+        done = [e for e in chunk if e.id in ok]
+        report.failed += [(e.id, failed.get(e.id, "not acknowledged in time")) for e in chunk if e.id not in ok]
+        if done:
+            log.append([make_action(e) for e in done])
+            report.replayed += [e.id for e in done]
+    return report
+
+
+def make_producer(bootstrap: str) -> Producer:
+    return Producer({**producer_config(bootstrap, "manifold-dlq"), **_QUIET})
+
+
+def _produce(producer: Producer, topic: str, key: bytes | None, value: bytes,
+             headers: list[tuple[str, bytes]] | None, callback: Callable[[KafkaError | None, Any], None]) -> None:
+    while True:
+        try:
+            producer.produce(topic, key=key, value=value, headers=headers, on_delivery=callback)
+            return
+        except BufferError:  # local queue full: let deliveries drain, then retry
+            producer.poll(0.5)
