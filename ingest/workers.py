@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from confluent_kafka import Consumer, Producer
+from tenacity import Retrying
 from pydantic import BaseModel, ValidationError
 
 from manifold.ingest import pipeline
@@ -29,7 +30,7 @@ from manifold.shared.kafka import consumer_config, ensure_topics, producer_confi
 
 log = logging.getLogger(__name__)
 
-from manifold.ingest import ROLES  # noqa: E402  (re-exported)
+from manifold.ingest import EXTRA_ROLES, ROLES  # noqa: E402  (re-exported)
 
 # Models come from installed packages only (unstructured's own opt-outs are set by parse_formats).
 _OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
@@ -37,6 +38,18 @@ _OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 class SchemaNotReady(RuntimeError):
     """The database schema is older than this code; run `manifold migrate`."""
+
+
+def _with_retries(setup: Callable[[], None]) -> None:
+    """Run an idempotent store setup step, retrying transient faults (e.g. schema deadlocks)."""
+    from tenacity import retry_if_exception_type, stop_after_attempt, wait_exponential
+
+    from manifold.shared.errors import Transient
+
+    for attempt in Retrying(stop=stop_after_attempt(5), wait=wait_exponential(multiplier=0.5, max=5),
+                            retry=retry_if_exception_type(Transient), reraise=True):
+        with attempt:
+            setup()
 
 
 def build_ports(settings: ManifoldSettings) -> pipeline.Ports:
@@ -57,11 +70,11 @@ def build_ports(settings: ManifoldSettings) -> pipeline.Ports:
             "run `manifold migrate`"
         )
     text = ElasticsearchTextIndex.from_settings(settings)
-    text.ensure_index()
+    _with_retries(text.ensure_index)
     graph = Neo4jGraphStore.from_settings(
         settings, entity_types=vocabulary.ENTITY_TYPES, relation_types=vocabulary.RELATIONS
     )
-    graph.ensure_schema()
+    _with_retries(graph.ensure_schema)  # concurrent first starts can deadlock in Neo4j
     embedder = SentenceTransformerEmbedder(batch_size=settings.ingest.embed_batch_size)
     return pipeline.Ports(
         settings=settings.ingest,
@@ -111,9 +124,37 @@ def _load_route(notice: LoadNotice) -> Output:
     return Output(topics.PUBLISH, key, notice.model_dump_json().encode())
 
 
-def stage_specs(ports: pipeline.Ports) -> dict[str, StageSpec[Any, Any]]:
+def _publish_decode(raw: bytes) -> LoadNotice | DocumentDeleted:
+    """`manifold.publish` carries LoadNotices (they have `doc`) and forwarded DocumentDeleted."""
+    import json
+
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        raise BadInput("publish message is not JSON") from None
+    if isinstance(data, dict) and "doc" in data:
+        return _decoder(LoadNotice)(raw)  # type: ignore[no-any-return]
+    event = parse_event(raw)
+    if not isinstance(event, DocumentDeleted):
+        raise BadInput("only LoadNotice and DocumentDeleted belong on manifold.publish")
+    return event
+
+
+def _never_routed(_: object) -> Output:
+    raise AssertionError("the publisher has no downstream topic")
+
+
+def publish_ports(ports: pipeline.Ports, settings: ManifoldSettings) -> Any:
+    from manifold.ingest.reconciler import ReconcilePorts
+    from manifold.shared.stores.manifest_pg import PostgresVersionManifest
+
+    return ReconcilePorts(manifest=PostgresVersionManifest.from_settings(settings), relational=ports.relational,
+                          text=ports.text, graph=ports.graph, staging=ports.staging)
+
+
+def stage_specs(ports: pipeline.Ports, settings: ManifoldSettings | None = None) -> dict[str, StageSpec[Any, Any]]:
     notice = _decoder(StageNotice)
-    return {
+    specs: dict[str, StageSpec[Any, Any]] = {
         "parse": StageSpec("parse", topics.DOCUMENTS, parse_event, _parse_step(ports), _parse_route),
         "chunk": StageSpec("chunk", topics.STAGE_PARSED, notice, lambda n: pipeline.run_chunk(n, ports),
                            _notice_out(topics.STAGE_CHUNKED)),
@@ -124,13 +165,20 @@ def stage_specs(ports: pipeline.Ports) -> dict[str, StageSpec[Any, Any]]:
         "load": StageSpec("load", topics.STAGE_EXTRACTED, notice, lambda n: pipeline.run_load(n, ports),
                           _load_route),
     }
+    if settings is not None:
+        from manifold.ingest import publisher
+
+        lifecycle = publish_ports(ports, settings)
+        specs["publish"] = StageSpec("publish", topics.PUBLISH, _publish_decode,
+                                     lambda m: publisher.handle(m, lifecycle), _never_routed)
+    return specs
 
 
 def run(settings: ManifoldSettings, roles: Sequence[str], stop: threading.Event) -> None:
     """Run `roles` until `stop` is set; a role that crashes stops the whole process (exit != 0)."""
-    unknown = set(roles) - set(ROLES)
+    unknown = set(roles) - set(ROLES) - set(EXTRA_ROLES)
     if unknown:
-        raise ValueError(f"unknown role(s) {sorted(unknown)}; choose from {', '.join(ROLES)}")
+        raise ValueError(f"unknown role(s) {sorted(unknown)}; choose from {', '.join(ROLES + EXTRA_ROLES)}")
     bootstrap = settings.kafka.bootstrap_servers
     ensure_topics(bootstrap, topics.PIPELINE_TOPICS, topics.DEFAULT_PARTITIONS)
     ports = build_ports(settings)
@@ -140,11 +188,21 @@ def run(settings: ManifoldSettings, roles: Sequence[str], stop: threading.Event)
         from prometheus_client import start_http_server
 
         start_http_server(settings.ingest.metrics_port, addr="127.0.0.1")
-    specs = stage_specs(ports)
+    specs = stage_specs(ports, settings)
     retry = RetryPolicy(settings.ingest.max_attempts, settings.ingest.retry_initial_s, settings.ingest.retry_max_s)
     failures: list[BaseException] = []
 
     def work(role: str) -> None:
+        if role == "reconcile":
+            from manifold.ingest.reconciler import run_periodic
+
+            try:
+                run_periodic(publish_ports(ports, settings), stop)
+            except BaseException as err:
+                log.exception("reconcile worker stopped: %s", err)
+                failures.append(err)
+                stop.set()
+            return
         runner = StageRunner(
             specs[role],
             Consumer(consumer_config(bootstrap, f"manifold.{role}", f"manifold-{role}-{os.getpid()}")),

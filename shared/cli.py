@@ -128,6 +128,55 @@ def _workers(args: argparse.Namespace) -> int:
     return 0
 
 
+def _lifecycle_tenants(ports, tenant: str | None) -> list[str]:  # type: ignore[no-untyped-def]
+    from manifold.ingest.reconciler import tenants
+
+    return [tenant] if tenant else tenants(ports)
+
+
+def _status(args: argparse.Namespace) -> int:
+    import json
+
+    from manifold.ingest import lifecycle
+    from manifold.shared.config import ManifoldSettings
+
+    ports = lifecycle.build_ports(ManifoldSettings())
+    result = lifecycle.status(ports, _lifecycle_tenants(ports, args.tenant))
+    if args.json:
+        print(json.dumps(result, indent=2, default=str))
+        return 0
+    print(f"{'tenant':<20}{'document':<40}{'active':>7}  {'state':<9}{'pg':>6}{'es':>6}{'neo4j':>7}")
+    for d in result["documents"]:
+        c = d["counts"]
+        print(f"{d['tenant_id']:<20}{d['document_id'][:39]:<40}{d['active_version'] or '-'!s:>7}  {d['state']:<9}"
+              f"{c['postgres']:>6}{c['elasticsearch']:>6}{c['neo4j']:>7}")
+    return 0
+
+
+def _reconcile(args: argparse.Namespace) -> int:
+    import json
+
+    from manifold.ingest import lifecycle, reconciler
+    from manifold.shared.config import ManifoldSettings
+
+    ports = lifecycle.build_ports(ManifoldSettings())
+    report = reconciler.reconcile(ports, [args.tenant] if args.tenant else None, repair_drift=args.repair)
+    out = report.to_json()
+    if args.json:
+        print(json.dumps({k: out[k] for k in ("drift", "repaired", "stores", "failed")}, indent=2))
+    else:
+        for store, body in out["stores"].items():
+            print(f"{store:<14}" + "  ".join(f"{k} {n}" for k, n in body["drift"].items())
+                  + f"  repaired {body['repaired']}")
+        for f in report.findings:
+            print(f"  {f.store} {f.kind}: {f.tenant_id} {f.document_id}@{f.version} {f.detail}".rstrip())
+        for problem in report.failed:
+            print(f"not repaired: {problem}", file=sys.stderr)
+    if report.failed:
+        return 1
+    return 0 if args.repair or not report.findings else 3
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="manifold",
@@ -178,6 +227,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     workers.add_argument("--roles", help="comma-separated subset, e.g. parse,chunk")
     workers.set_defaults(run=_workers)
+
+    status = sub.add_parser("status", help="per document: active version, state, artifact counts per store")
+    status.add_argument("--tenant", help=tenant_help + "; default all tenants")
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.set_defaults(run=_status)
+
+    reconcile = sub.add_parser(
+        "reconcile",
+        help="compare the publication manifest with every store; --repair fixes the drift",
+        description="Drift kinds: missing (active version incomplete or altered), stale (retired past "
+        "the grace period or deleted, still stored), orphaned (unknown to the manifest), wrong_version "
+        "(serving marks or state disagree). Exit 3 when drift is found without --repair, 1 when a "
+        "repair failed.",
+    )
+    reconcile.add_argument("--repair", action="store_true", help="re-drive missing versions, delete stale/orphans")
+    reconcile.add_argument("--tenant", help=tenant_help + "; default all tenants")
+    reconcile.add_argument("--json", action="store_true", help="machine-readable output")
+    reconcile.set_defaults(run=_reconcile)
     return parser
 
 

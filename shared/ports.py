@@ -25,9 +25,11 @@ Shared guarantees of the three version stores (`RelationalStore`, `TextIndex`, `
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal, Protocol, runtime_checkable
 
-from manifold.shared.artifacts import ExtractedDocument, StoreManifest
+from manifold.shared.artifacts import ExtractedDocument, LoadNotice, StoreManifest
 from manifold.shared.errors import BadInput
 
 
@@ -100,3 +102,97 @@ class StagingStore(Protocol):
 
     def get_payload(self, tenant_id: str, key: str, stage: str) -> bytes:
         ...
+
+
+# ---------------------------------------------------------------- publication (publisher, reconciler)
+
+VersionState = Literal["staged", "verified", "active", "retired", "deleted"]
+"""staged -> verified -> active -> retired; any of them -> deleted (a delete tombstones them)."""
+
+
+@dataclass(frozen=True)
+class VersionEntry:
+    """One row of the publication manifest (`version_manifest`)."""
+
+    tenant_id: str
+    document_id: str
+    version: int
+    state: VersionState
+    expected: tuple[StoreManifest, ...] = ()
+    config_fingerprint: str | None = None
+    staged_at: datetime | None = None
+    activated_at: datetime | None = None
+    retired_at: datetime | None = None
+    deleted_at: datetime | None = None
+    purged_at: datetime | None = None
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.document_id, self.version
+
+    def expected_for(self, store: str) -> StoreManifest | None:
+        return next((m for m in self.expected if m.store == store), None)
+
+
+@dataclass(frozen=True)
+class Activation:
+    """What `VersionManifest.activate` did: `activated` (now or already) and the versions it
+    retired, or why not (`stale`: a newer version is active; `deleted`: below a tombstone)."""
+
+    activated: bool
+    retired: tuple[int, ...] = ()
+    reason: Literal["activated", "already_active", "stale", "deleted"] = "activated"
+
+
+@runtime_checkable
+class ServingMarks(Protocol):
+    """A store whose reads filter on a per-version serving mark (Elasticsearch `serving`,
+    Neo4j `active`). Guarantees: `set_serving` is idempotent and touches only that version;
+    `held_versions` lists every (document, version) with any artifact of the tenant;
+    `serving_drift` names the versions whose marks disagree with `active` (all artifacts of
+    an active version marked, none of any other version)."""
+
+    def set_serving(self, tenant_id: str, document_id: str, version: int, serving: bool) -> None: ...
+
+    def held_versions(self, tenant_id: str) -> set[tuple[str, int]]: ...
+
+    def serving_drift(self, tenant_id: str, active: set[tuple[str, int]]) -> set[tuple[str, int]]: ...
+
+
+@runtime_checkable
+class VersionManifest(Protocol):
+    """The publication manifest (source of truth for what is served), tenant-scoped.
+
+    Guarantees: every state change of one document is serialised (row lock on the document)
+    and atomic; at most one version per document is `active`; activation never moves a
+    document to an older version; a tombstone (delete) hides every older version at once.
+    """
+
+    def stage(self, notice: LoadNotice) -> VersionEntry:
+        """Record the notice's version as `staged` with its expected manifests if absent (or
+        still staged/verified); return the current entry. Idempotent."""
+        ...
+
+    def mark_verified(self, tenant_id: str, document_id: str, version: int) -> None: ...
+
+    def activate(self, tenant_id: str, document_id: str, version: int) -> Activation:
+        """In ONE transaction: make `version` active and retire the previous active version (and
+        any older staged/verified one), only if it is newer than the active version and any
+        tombstone; otherwise mark it retired (stale) or deleted and change nothing else."""
+        ...
+
+    def delete_document(self, tenant_id: str, document_id: str, version: int) -> list[int] | None:
+        """Tombstone the document at `version`: every older version becomes `deleted` at once.
+        Returns the versions whose artifacts still need purging, or None for a stale delete
+        (an equal or newer version is active)."""
+        ...
+
+    def mark_purged(self, tenant_id: str, document_id: str, versions: list[int]) -> None: ...
+
+    def entries(self, tenant_id: str, document_id: str | None = None) -> list[VersionEntry]: ...
+
+    def purgeable(self, tenant_id: str, grace_s: float) -> list[VersionEntry]:
+        """Not yet purged: deleted versions, and versions retired more than `grace_s` ago."""
+        ...
+
+    def tenants(self) -> list[str]: ...

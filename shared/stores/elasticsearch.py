@@ -80,8 +80,11 @@ ES_MAPPING: dict[str, Any] = {
         "extraction_version": _KEYWORD,
         "es_schema_version": _KEYWORD,
         "config_fingerprint": _KEYWORD,
+        "serving": {"type": "boolean"},
     },
 }
+SERVING_FIELD = {"serving": {"type": "boolean"}}
+"""Added by put_mapping to an index created before the publisher existed (the mapping is strict)."""
 _RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504}
 _BULK_BATCH = 500
 
@@ -227,6 +230,77 @@ class ElasticsearchTextIndex:
         # `count` comes from the count API, the checksum (which folds in its own count) from the
         # documents read: a disagreement between them stays visible to the verifier.
         return built.model_copy(update={"counts": {"chunks": count}})
+
+
+    # ------------------------------------------------------------------ serving marks (publisher)
+
+    def _ensure_serving(self) -> None:
+        self._ensure()
+        if getattr(self, "_serving_ready", False):
+            return
+        with _transient():
+            self._es.indices.put_mapping(index=self._index, properties=SERVING_FIELD)
+        self._serving_ready = True
+
+    def set_serving(self, tenant_id: str, document_id: str, version: int, serving: bool) -> None:
+        """Set `serving` on every chunk of this version (bulk update by id, `refresh=true`).
+        Idempotent. A later `write_version` of the version replaces its documents and drops the
+        mark, so the publisher re-marks after every load notice and the reconciler repairs it."""
+        mf.check_tenant(tenant_id)
+        self._ensure_serving()
+        query = {"bool": {"filter": _version_filter(tenant_id, document_id, version)}}
+        with _transient():
+            ids = [hit["_id"] for hit in self._scan(query, source=False)]
+            for start in range(0, len(ids), _BULK_BATCH):
+                ops: list[dict[str, Any]] = []
+                for i in ids[start:start + _BULK_BATCH]:
+                    ops += [{"update": {"_index": self._index, "_id": i}}, {"doc": {"serving": serving}}]
+                result = self._es.bulk(operations=ops, refresh=True)
+                if result.get("errors"):
+                    failures = [it["update"] for it in result["items"] if "error" in it.get("update", {})
+                                and it["update"].get("status") != 404]
+                    if failures:
+                        _raise_bulk_errors({"items": [{"index": f} for f in failures]})
+
+    def _per_version(self, tenant_id: str) -> dict[tuple[str, int], tuple[int, int]]:
+        """(document, version) -> (documents, documents with serving=true), via a composite
+        aggregation (paged, so any number of versions)."""
+        self._ensure_serving()
+        out: dict[tuple[str, int], tuple[int, int]] = {}
+        after: dict[str, Any] | None = None
+        with _transient():
+            while True:
+                composite: dict[str, Any] = {"size": 1000, "sources": [
+                    {"d": {"terms": {"field": "document_id"}}}, {"v": {"terms": {"field": "version"}}}]}
+                if after:
+                    composite["after"] = after
+                res = self._es.search(
+                    index=self._index, size=0, query={"bool": {"filter": [{"term": {"tenant_id": tenant_id}}]}},
+                    aggs={"pv": {"composite": composite,
+                                 "aggs": {"on": {"filter": {"term": {"serving": True}}}}}},
+                )["aggregations"]["pv"]
+                for b in res["buckets"]:
+                    out[(b["key"]["d"], int(b["key"]["v"]))] = (b["doc_count"], b["on"]["doc_count"])
+                after = res.get("after_key")
+                if not res["buckets"] or after is None:
+                    return out
+
+    def held_versions(self, tenant_id: str) -> set[tuple[str, int]]:
+        mf.check_tenant(tenant_id)
+        return set(self._per_version(tenant_id))
+
+    def serving_drift(self, tenant_id: str, active: set[tuple[str, int]]) -> set[tuple[str, int]]:
+        mf.check_tenant(tenant_id)
+        return {key for key, (total, on) in self._per_version(tenant_id).items()
+                if (on != total if key in active else on > 0)}
+
+    def tenants(self) -> set[str]:
+        """Every tenant with a document in the index (for the reconciler's sweep)."""
+        self._ensure()
+        with _transient():
+            res = self._es.search(index=self._index, size=0,
+                                  aggs={"t": {"terms": {"field": "tenant_id", "size": 10000}}})
+        return {b["key"] for b in res["aggregations"]["t"]["buckets"]}
 
 
 @contextmanager

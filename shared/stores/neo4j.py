@@ -132,6 +132,31 @@ RETURN r.relation_id AS relation_id, type(r) AS type, s.entity_id AS source_id,
        r.extraction_version AS extraction_version
 """
 
+_SET_ACTIVE_EDGES = """
+MATCH (s:Entity {tenant_id: $tenant})-[r]->(o:Entity {tenant_id: $tenant})
+WHERE r.tenant_id = $tenant AND r.document_id = $document_id AND r.version = $version
+SET r.active = $active
+"""
+_SET_ACTIVE_MENTIONS = """
+MATCH (v:DocumentVersion {tenant_id: $tenant, document_id: $document_id, version: $version})
+OPTIONAL MATCH (v)<-[m:MENTIONED_IN]-(:Entity {tenant_id: $tenant})
+SET v.active = $active, m.active = $active
+"""
+_PER_VERSION = """
+MATCH (a:Entity {tenant_id: $tenant})-[r]->(b {tenant_id: $tenant})
+WHERE r.tenant_id = $tenant AND r.document_id IS NOT NULL AND r.version IS NOT NULL
+RETURN r.document_id AS document_id, r.version AS version, count(r) AS total,
+       count(CASE WHEN r.active = true THEN 1 END) AS on
+UNION ALL
+MATCH (v:DocumentVersion {tenant_id: $tenant})
+RETURN v.document_id AS document_id, v.version AS version, 0 AS total, 0 AS on
+"""
+_TENANTS = """
+MATCH (v:DocumentVersion) RETURN DISTINCT v.tenant_id AS tenant
+UNION
+MATCH (e:Entity) RETURN DISTINCT e.tenant_id AS tenant
+"""
+
 _TRANSIENT_ERRORS = (
     neo4j_errors.ServiceUnavailable,
     neo4j_errors.SessionExpired,
@@ -286,3 +311,37 @@ class Neo4jGraphStore:
             for r in tx.run(_READ_EDGES, key)
         ]
         return mf.build_manifest("neo4j", mf.NEO4J_KINDS, {"entities": entities, "edges": edges})
+
+    # ------------------------------------------------------------------ serving marks (publisher)
+
+    def set_serving(self, tenant_id: str, document_id: str, version: int, serving: bool) -> None:
+        """Set `active` on this version's relationships, its MENTIONED_IN links and its
+        DocumentVersion node, in one transaction; idempotent. `write_version` never touches the
+        property, so replays keep the mark (MERGE-recreated edges come back unmarked)."""
+        mf.check_tenant(tenant_id)
+        key = {"tenant": tenant_id, "document_id": document_id, "version": version, "active": serving}
+        with self._tx() as tx:
+            tx.run(_SET_ACTIVE_EDGES, key).consume()
+            tx.run(_SET_ACTIVE_MENTIONS, key).consume()
+
+    def _per_version(self, tenant_id: str) -> dict[tuple[str, int], tuple[int, int]]:
+        out: dict[tuple[str, int], tuple[int, int]] = {}
+        with self._tx() as tx:
+            for r in tx.run(_PER_VERSION, tenant=tenant_id):
+                k = (r["document_id"], int(r["version"]))
+                total, on = out.get(k, (0, 0))
+                out[k] = (total + r["total"], on + r["on"])
+        return out
+
+    def held_versions(self, tenant_id: str) -> set[tuple[str, int]]:
+        mf.check_tenant(tenant_id)
+        return set(self._per_version(tenant_id))
+
+    def serving_drift(self, tenant_id: str, active: set[tuple[str, int]]) -> set[tuple[str, int]]:
+        mf.check_tenant(tenant_id)
+        return {key for key, (total, on) in self._per_version(tenant_id).items()
+                if (on != total if key in active else on > 0)}
+
+    def tenants(self) -> set[str]:
+        with self._tx() as tx:
+            return {r["tenant"] for r in tx.run(_TENANTS) if r["tenant"]}

@@ -269,9 +269,77 @@ GRANT SELECT, INSERT, UPDATE ON upstream_versions TO {INGEST_ROLE};
 RESET ROLE;
 """
 
+_STATES = "'staged', 'verified', 'active', 'retired', 'deleted'"
+_VIEWED = ("document_versions", "sections", "chunks", "records", "record_lines")
+
+
+def _serving_view(table: str) -> str:
+    return f"""
+CREATE VIEW serving_{table} WITH (security_barrier) AS
+    SELECT t.* FROM {table} t
+    JOIN version_manifest m USING (tenant_id, document_id, version)
+    WHERE m.state = 'active';
+GRANT SELECT ON serving_{table} TO {QUERY_ROLE};
+"""
+
+
+_M3 = f"""
+SET LOCAL ROLE {OWNER_ROLE};
+SET LOCAL search_path = {SCHEMA}, public;
+
+-- The publication manifest: one row per (tenant, document, version) the publisher has seen,
+-- including the tombstone row of a delete. Exactly one active version per document at most.
+CREATE TABLE version_manifest (
+    {_V} CHECK (version >= 1),
+    state text NOT NULL DEFAULT 'staged' CHECK (state IN ({_STATES})),
+    content_sha256 char(64),
+    config_fingerprint text,
+    pipeline_versions jsonb,
+    expected jsonb NOT NULL DEFAULT '[]',
+    staged_at timestamptz NOT NULL DEFAULT now(),
+    verified_at timestamptz,
+    activated_at timestamptz,
+    retired_at timestamptz,
+    deleted_at timestamptz,
+    purged_at timestamptz,
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (tenant_id, document_id, version)
+);
+CREATE UNIQUE INDEX version_manifest_one_active ON version_manifest (tenant_id, document_id)
+    WHERE state = 'active';
+CREATE INDEX version_manifest_state_idx ON version_manifest (tenant_id, state);
+{_rls("version_manifest")}
+ALTER TABLE document_versions ADD CONSTRAINT document_versions_state_check CHECK (state IN ({_STATES}));
+GRANT SELECT, INSERT, UPDATE ON version_manifest TO {INGEST_ROLE};
+GRANT SELECT ON version_manifest TO {QUERY_ROLE};
+
+-- Serving views: only rows of the active version (the owner is held to RLS, so the caller's
+-- manifold.tenant_id still confines them).
+{"".join(_serving_view(t) for t in _VIEWED)}
+RESET ROLE;
+
+-- Tenant slugs only, for the reconciler's sweep over every tenant (superuser-owned definer).
+CREATE FUNCTION {SCHEMA}.known_tenants() RETURNS SETOF text LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path = {SCHEMA}, pg_temp
+    AS $fn$ SELECT tenant_id FROM {SCHEMA}.version_manifest UNION SELECT tenant_id FROM {SCHEMA}.documents $fn$;
+REVOKE ALL ON FUNCTION {SCHEMA}.known_tenants() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION {SCHEMA}.known_tenants() TO {INGEST_ROLE};
+"""
+
+SERVING_VIEWS = {t: f"serving_{t}" for t in _VIEWED}
+"""Base table -> the view the query role must read (only the active version's rows)."""
+
+_M4 = f"""
+-- Readers see only active versions: the query role reads the serving views, never base tables.
+REVOKE SELECT ON {SCHEMA}.documents, {SCHEMA}.document_versions, {SCHEMA}.sections, {SCHEMA}.chunks,
+    {SCHEMA}.records, {SCHEMA}.record_lines FROM {QUERY_ROLE};
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "roles, tenant tables, row-level security, pgvector HNSW", _M1),
     Migration(2, "upstream version ledger", _M2),
+    Migration(3, "publication manifest, serving views", _M3),
+    Migration(4, "query role reads serving views only", _M4),
 )
 
 PG_SCHEMA_VERSION = str(MIGRATIONS[-1].version)

@@ -246,6 +246,14 @@ class PostgresRelationalStore:
             ).fetchone()
         return None if row is None or row[0] is None else int(row[0])
 
+    def held_versions(self, tenant_id: str) -> set[tuple[str, int]]:
+        """Every (document, version) with a version row for the tenant (children cannot exist
+        without one: foreign keys)."""
+        with self._db.transaction(tenant_id, snapshot=True) as conn:
+            return {(d, v) for d, v in conn.execute(
+                sql.SQL("SELECT document_id, version FROM {} WHERE tenant_id = %s").format(
+                    _table("document_versions")), (tenant_id,)).fetchall()}
+
     # ------------------------------------------------------------------ delete
 
     def delete_version(self, tenant_id: str, document_id: str, version: int) -> None:

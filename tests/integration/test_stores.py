@@ -346,9 +346,11 @@ def test_query_role_reads_serving_tables_only_and_cannot_write(stores: Stores, t
     a, _ = tenants
     stores.load(build_doc(a))
     query = pg_roles["query"]
-    assert _pg_rows(query, a, "chunks", "contract-7") == 3
-    assert _pg_rows(query, None, "chunks") == 0
-    for table in ("review_items", "staging_blobs", "stage_payloads"):
+    # Only the serving views, and they show active versions only: this one is merely staged.
+    assert _pg_rows(query, a, "serving_chunks", "contract-7") == 0
+    assert _pg_rows(pg_roles["ingest"], a, "chunks", "contract-7") == 3
+    for table in ("chunks", "sections", "records", "record_lines", "document_versions",
+                  "review_items", "staging_blobs", "stage_payloads"):
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             _pg_rows(query, a, table)
     with psycopg.connect(query) as conn, pytest.raises(psycopg.errors.ReadOnlySqlTransaction):

@@ -1,0 +1,225 @@
+"""The publisher's flow against fakes of its ports, and the pure serving helpers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import pytest
+
+from manifold.ingest import publisher
+from manifold.ingest.workers import _publish_decode
+from manifold.shared.artifacts import DocRef, LoadNotice, PipelineVersions, StoreManifest
+from manifold.shared.errors import BadInput, Transient
+from manifold.shared.events import DocumentDeleted, upserted
+from manifold.shared.ports import Activation, ServingMarks, VersionEntry
+from manifold.shared.stores import serving
+
+VERSIONS = PipelineVersions(
+    parser="p", chunker="c", embedding_model="m", embedding_revision="r", embedding_dim=384,
+    embedding_normalized=True, extraction="x", pg_schema="3", es_schema="1", graph_schema="g",
+    chunk_max_chars=1200, chunk_overlap_chars=150,
+)
+
+
+def _manifest(store: str, n: int) -> StoreManifest:
+    return StoreManifest(store=store, counts={"chunks": n}, checksums={"chunks": f"sum{n}"})  # type: ignore[arg-type]
+
+
+def notice(version: int, n: int = 3) -> LoadNotice:
+    ref = DocRef(tenant_id="t1", document_id="d", version=version, content_sha256="a" * 64,
+                 media_type="text/plain", metadata={})
+    return LoadNotice(doc=ref, versions=VERSIONS,
+                      stores=[_manifest(s, n) for s in ("postgres", "elasticsearch", "neo4j")])
+
+
+@dataclass
+class FakeStore:
+    name: str
+    log: list[str]
+    held: dict[int, StoreManifest] = field(default_factory=dict)
+    marks: dict[int, bool] = field(default_factory=dict)
+
+    def manifest(self, tenant_id: str, document_id: str, version: int) -> StoreManifest:
+        return self.held.get(version, _manifest(self.name, 0))
+
+    def delete_version(self, tenant_id: str, document_id: str, version: int) -> None:
+        self.log.append(f"delete {self.name} {version}")
+        self.held.pop(version, None)
+
+
+@dataclass
+class FakeMarkedStore(FakeStore):
+    def set_serving(self, tenant_id: str, document_id: str, version: int, serving: bool) -> None:
+        self.log.append(f"mark {self.name} {version} {serving}")
+        self.marks[version] = serving
+
+    def held_versions(self, tenant_id: str) -> set[tuple[str, int]]:
+        return {("d", v) for v in self.held}
+
+    def serving_drift(self, tenant_id: str, active: set[tuple[str, int]]) -> set[tuple[str, int]]:
+        return set()
+
+
+@dataclass
+class FakeManifest:
+    """The manifest's rules in memory (the PostgreSQL one is tested in integration)."""
+
+    log: list[str]
+    rows: dict[int, VersionEntry] = field(default_factory=dict)
+
+    def stage(self, n: LoadNotice) -> VersionEntry:
+        v = n.doc.version
+        self.rows.setdefault(v, VersionEntry("t1", "d", v, "staged", tuple(n.stores)))
+        return self.rows[v]
+
+    def _set(self, v: int, state: str) -> None:
+        self.rows[v] = replace(self.rows[v], state=state)  # type: ignore[arg-type]
+
+    def mark_verified(self, tenant_id: str, document_id: str, version: int) -> None:
+        if self.rows[version].state == "staged":
+            self._set(version, "verified")
+
+    def activate(self, tenant_id: str, document_id: str, version: int) -> Activation:
+        self.log.append(f"activate {version}")
+        if self.rows[version].state == "active":
+            return Activation(True, (), "already_active")
+        if any(v > version and e.state in ("active", "deleted") for v, e in self.rows.items()):
+            self._set(version, "retired")
+            return Activation(False, (), "stale")
+        older = tuple(v for v, e in self.rows.items() if v < version and e.state in ("active", "staged", "verified"))
+        for v in older:
+            self._set(v, "retired")
+        self._set(version, "active")
+        return Activation(True, older)
+
+    def delete_document(self, tenant_id: str, document_id: str, version: int) -> list[int] | None:
+        if any(v >= version and e.state == "active" for v, e in self.rows.items()):
+            return None
+        older = [v for v in self.rows if v < version]
+        for v in older:
+            self._set(v, "deleted")
+        self.rows[version] = VersionEntry("t1", "d", version, "deleted")
+        return older
+
+    def mark_purged(self, tenant_id: str, document_id: str, versions: list[int]) -> None:
+        self.log.append(f"purged {versions}")
+
+    def entries(self, tenant_id: str, document_id: str | None = None) -> list[VersionEntry]:
+        return list(self.rows.values())
+
+    def purgeable(self, tenant_id: str, grace_s: float) -> list[VersionEntry]:
+        return [e for e in self.rows.values() if e.state == "retired"]
+
+    def tenants(self) -> list[str]:
+        return ["t1"]
+
+
+@pytest.fixture
+def world() -> tuple[publisher.PublishPorts, list[str]]:
+    log: list[str] = []
+    ports = publisher.PublishPorts(FakeManifest(log), FakeStore("postgres", log),  # type: ignore[arg-type]
+                                   FakeMarkedStore("elasticsearch", log), FakeMarkedStore("neo4j", log))
+    return ports, log
+
+
+def load(ports: publisher.PublishPorts, version: int, n: int = 3) -> LoadNotice:
+    for store in ports.stores:
+        store.held[version] = _manifest(store.name, n)  # type: ignore[attr-defined]
+    return notice(version, n)
+
+
+def test_only_the_marked_stores_take_serving_marks(world) -> None:
+    ports, _ = world
+    assert [s.name for s in ports.marked] == ["elasticsearch", "neo4j"]
+    assert isinstance(ports.text, ServingMarks) and not isinstance(ports.relational, ServingMarks)
+
+
+def test_activation_marks_new_before_the_switch_and_unmarks_old_after(world) -> None:
+    ports, log = world
+    assert publisher.publish(load(ports, 1), ports) == "activated"
+    log.clear()
+    assert publisher.publish(load(ports, 2), ports) == "activated"
+    assert log == ["mark elasticsearch 2 True", "mark neo4j 2 True", "activate 2",
+                   "mark elasticsearch 1 False", "mark neo4j 1 False"]
+    assert {v: e.state for v, e in ports.manifest.rows.items()} == {1: "retired", 2: "active"}  # type: ignore[attr-defined]
+
+
+def test_a_store_that_differs_raises_transient_and_nothing_is_activated(world) -> None:
+    ports, log = world
+    n = load(ports, 1)
+    ports.graph.held[1] = _manifest("neo4j", 2)  # type: ignore[attr-defined]
+    with pytest.raises(Transient, match="neo4j: chunks 2/3"):
+        publisher.publish(n, ports)
+    assert log == [] and ports.manifest.rows[1].state == "staged"  # type: ignore[attr-defined]
+
+
+def test_a_missing_store_counts_as_a_difference(world) -> None:
+    ports, _ = world
+    n = load(ports, 1)
+    del ports.text.held[1]  # type: ignore[attr-defined]
+    with pytest.raises(Transient, match="elasticsearch"):
+        publisher.publish(n, ports)
+
+
+def test_a_stale_notice_is_retired_and_unmarked(world) -> None:
+    ports, log = world
+    v1 = load(ports, 1)
+    publisher.publish(load(ports, 2), ports)
+    log.clear()
+    assert publisher.publish(v1, ports) == "stale"
+    assert log[-2:] == ["mark elasticsearch 1 False", "mark neo4j 1 False"]
+    assert ports.manifest.rows[2].state == "active"  # type: ignore[attr-defined]
+
+
+def test_delete_purges_every_version_in_every_store(world) -> None:
+    ports, log = world
+    publisher.publish(load(ports, 1), ports)
+    publisher.publish(load(ports, 2), ports)
+    log.clear()
+    assert publisher.delete(DocumentDeleted(tenant_id="t1", document_id="d", version=3), ports) == "delete_applied"
+    assert sorted(e for e in log if e.startswith("delete")) == [
+        f"delete {s} {v}" for s in ("elasticsearch", "neo4j", "postgres") for v in (1, 2)]
+    assert log[-1] == "purged [1, 2]"
+    assert publisher.delete(DocumentDeleted(tenant_id="t1", document_id="d", version=2), ports) == "delete_applied"
+
+
+def test_a_delete_older_than_the_active_version_is_stale(world) -> None:
+    ports, log = world
+    publisher.publish(load(ports, 2), ports)
+    log.clear()
+    assert publisher.delete(DocumentDeleted(tenant_id="t1", document_id="d", version=2), ports) == "delete_stale"
+    assert log == []
+
+
+def test_gc_purges_retired_versions(world) -> None:
+    ports, log = world
+    publisher.publish(load(ports, 1), ports)
+    publisher.publish(load(ports, 2), ports)
+    assert publisher.gc(ports, "t1", grace_s=0) == 1
+    assert "delete postgres 1" in log and "delete postgres 2" not in log
+
+
+def test_publish_topic_decoding() -> None:
+    n = notice(1)
+    assert _publish_decode(n.model_dump_json().encode()) == n
+    d = DocumentDeleted(tenant_id="t1", document_id="d", version=2)
+    assert _publish_decode(d.model_dump_json().encode()) == d
+    with pytest.raises(BadInput):
+        _publish_decode(upserted("t1", "d", 1, b"x", "text/plain").model_dump_json().encode())
+    with pytest.raises(BadInput):
+        _publish_decode(b"not json")
+
+
+def test_check_hits_active_keeps_only_active_versions() -> None:
+    hits = [{"_source": {"document_id": "a", "version": 1}}, {"_source": {"document_id": "a", "version": 2}},
+            {"document_id": "b", "version": 3}, {"document_id": "c", "version": 1}, {"text": "no version"}]
+    assert serving.check_hits_active(hits, {"a": 2, "b": 3}) == [hits[1], hits[2]]
+
+
+def test_query_predicates_carry_tenant_and_mark() -> None:
+    assert serving.es_active_filter("t1") == [{"term": {"tenant_id": "t1"}}, {"term": {"serving": True}}]
+    assert serving.cypher_active("e") == "(e.tenant_id = $tenant AND e.active = true)"
+    with pytest.raises(ValueError):
+        serving.cypher_active("r) OR true OR (r")
+    with pytest.raises(BadInput):
+        serving.es_active_filter("Bad Tenant")
