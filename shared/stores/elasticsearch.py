@@ -291,8 +291,7 @@ class ElasticsearchTextIndex:
 
     def serving_drift(self, tenant_id: str, active: set[tuple[str, int]]) -> set[tuple[str, int]]:
         mf.check_tenant(tenant_id)
-        return {key for key, (total, on) in self._per_version(tenant_id).items()
-                if (on != total if key in active else on > 0)}
+        return mf.serving_drift(self._per_version(tenant_id), active)
 
     def tenants(self) -> set[str]:
         """Every tenant with a document in the index (for the reconciler's sweep)."""

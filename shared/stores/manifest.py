@@ -359,3 +359,13 @@ def validate(doc: ExtractedDocument) -> None:
         for end in (relation.source_id, relation.target_id):
             if end not in entity_ids:
                 raise BadInput(f"relation {relation.relation_id} joins unknown entity {end!r}")
+
+
+def serving_drift(per_version: Mapping[tuple[str, int], tuple[int, int]],
+                  active: set[tuple[str, int]]) -> set[tuple[str, int]]:
+    """(document, version) pairs whose serving marks disagree with the manifest's active set.
+
+    `per_version` maps each stored version to (artifacts held, artifacts marked serving): an
+    active version must be fully marked, any other version not marked at all.
+    """
+    return {key for key, (total, on) in per_version.items() if (on != total if key in active else on > 0)}

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import json
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -14,104 +13,44 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Producer
+from pipeline_support import (
+    dead_letters,
+    load_notices,
+    migrate,
+    read_topic,
+    running_workers,
+    store_manifests,
+    test_settings,
+    wait_for,
+)
 
-from manifold.ingest import ROLES, workers
+from manifold.ingest import workers
 from manifold.ingest.sample_corpus import write_corpus
 from manifold.shared import metrics, topics
 from manifold.shared.artifacts import LoadNotice
-from manifold.shared.config import IngestSettings, ManifoldSettings
-from manifold.shared.dlq import DeadLetter
+from manifold.shared.config import ManifoldSettings
 from manifold.shared.events import DocumentUpserted, parse_event
 from manifold.shared.kafka import producer_config
-from manifold.shared.stores import pg_schema
-
-TIMEOUT_S = 300
-
-
-def _settings(base: ManifoldSettings) -> ManifoldSettings:
-    return base.model_copy(update={"ingest": IngestSettings(metrics_port=0, max_attempts=2)})
-
 
 @pytest.fixture(scope="module")
 def stack(settings: ManifoldSettings, kafka_bootstrap: str, pg_conninfo: str, es_client, neo4j_driver) -> Iterator[dict]:
     """Migrated stores and all worker roles running in this process."""
-    s = _settings(settings)
-    pg = s.postgres
-    pg_schema.migrate(pg.conninfo(), ingest_password=pg.ingest_password.get_secret_value(),
-                      query_password=pg.query_password.get_secret_value())
+    s = test_settings(settings)
+    migrate(s)
     ports = workers.build_ports(s)  # creates indexes and constraints before the workers start
-    stop = threading.Event()
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            workers.run(s, list(ROLES), stop)
-        except BaseException as err:  # surfaced by the tests below
-            errors.append(err)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
     from manifold.shared.cli import _upstream_client
 
-    yield {"settings": s, "client": _upstream_client(s), "ports": ports, "errors": errors}
-    stop.set()
-    thread.join(60)
-
-
-def _read_topic(bootstrap: str, topic: str, accept: Callable[[bytes], object | None]) -> list:
-    """Everything on `topic` so far that `accept` maps to a value (read from offset 0)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"e2e-{uuid.uuid4()}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    consumer.subscribe([topic])
-    out, idle = [], 0
-    try:
-        while idle < 3:
-            msgs = consumer.consume(500, timeout=1.0)
-            if not msgs:
-                idle += 1
-                continue
-            idle = 0
-            for msg in msgs:
-                if msg.error() is None and (value := accept(msg.value())) is not None:
-                    out.append(value)
-    finally:
-        consumer.close()
-    return out
+    with running_workers(s) as errors:
+        yield {"settings": s, "client": _upstream_client(s), "ports": ports, "errors": errors}
 
 
 def _notices(bootstrap: str, tenant: str) -> list[LoadNotice]:
-    def accept(raw: bytes) -> LoadNotice | None:
-        try:
-            notice = LoadNotice.model_validate_json(raw)
-        except ValueError:
-            return None
-        return notice if notice.doc.tenant_id == tenant else None
-
-    return _read_topic(bootstrap, topics.PUBLISH, accept)
-
-
-def _dead_letters(bootstrap: str, tenant: str) -> list[DeadLetter]:
-    def accept(raw: bytes) -> DeadLetter | None:
-        letter = DeadLetter.model_validate_json(raw)
-        return letter if letter.tenant_id == tenant else None
-
-    return _read_topic(bootstrap, topics.DLQ, accept)
+    return load_notices(bootstrap, tenant)
 
 
 def _wait(what: str, check: Callable[[], bool], stack: dict) -> None:
-    deadline = time.monotonic() + TIMEOUT_S
-    while time.monotonic() < deadline:
-        assert not stack["errors"], stack["errors"]
-        if check():
-            return
-        time.sleep(2)
-    pytest.fail(f"timed out waiting for {what}")
-
-
-def _store_manifests(ports, tenant: str, doc: str, version: int) -> list:
-    return [ports.relational.manifest(tenant, doc, version), ports.text.manifest(tenant, doc, version),
-            ports.graph.manifest(tenant, doc, version)]
+    wait_for(what, check, stack["errors"])
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +70,7 @@ def corpus(stack: dict, kafka_bootstrap: str, tmp_path_factory) -> dict:
     good = {doc for doc, _ in report.published} - {"broken.pdf"}
 
     def settled() -> bool:
-        dead = {d.document_id for d in _dead_letters(kafka_bootstrap, tenant)}
+        dead = {d.document_id for d in dead_letters(kafka_bootstrap, tenant)}
         return {n.doc.document_id for n in _notices(kafka_bootstrap, tenant)} >= good and \
             {"broken.pdf", "junk.txt"} <= dead
 
@@ -156,7 +95,7 @@ def test_every_store_holds_exactly_the_expected_artifacts(stack: dict, corpus: d
     kinds = {"csv": 0, "json": 0, "md": 0, "html": 0, "txt": 0, "eml": 0}
     for doc, notice in notices.items():
         kinds[doc.rsplit(".", 1)[1]] += 1
-        assert _store_manifests(stack["ports"], corpus["tenant"], doc, 1) == list(notice.stores)
+        assert store_manifests(stack["ports"], corpus["tenant"], doc, 1) == list(notice.stores)
         counts = {m.store: m.counts for m in notice.stores}
         assert counts["postgres"]["chunks"] > 0 and counts["postgres"]["vectors"] == counts["postgres"]["chunks"]
         assert counts["elasticsearch"]["chunks"] == counts["postgres"]["chunks"]
@@ -202,7 +141,7 @@ def test_graph_edges_carry_provenance(corpus: dict, neo4j_driver) -> None:
 
 
 def test_poison_input_is_dead_lettered_with_context(corpus: dict, kafka_bootstrap: str) -> None:
-    [letter] = [d for d in _dead_letters(kafka_bootstrap, corpus["tenant"]) if d.document_id == "broken.pdf"]
+    [letter] = [d for d in dead_letters(kafka_bootstrap, corpus["tenant"]) if d.document_id == "broken.pdf"]
     assert (letter.stage, letter.error_kind, letter.version, letter.source_topic) == (
         "parse", "bad_input", 1, topics.DOCUMENTS)
     assert "pdf" in letter.error.lower()
@@ -211,15 +150,15 @@ def test_poison_input_is_dead_lettered_with_context(corpus: dict, kafka_bootstra
 
 
 def test_malformed_event_is_dead_lettered_with_the_reason(corpus: dict, kafka_bootstrap: str) -> None:
-    [letter] = [d for d in _dead_letters(kafka_bootstrap, corpus["tenant"]) if d.document_id == "junk.txt"]
+    [letter] = [d for d in dead_letters(kafka_bootstrap, corpus["tenant"]) if d.document_id == "junk.txt"]
     assert (letter.stage, letter.error_kind) == ("parse", "bad_input")
     assert "invalid document event" in letter.error and "content_sha256" in letter.error
 
 
 def test_replaying_events_changes_no_count(stack: dict, corpus: dict, kafka_bootstrap: str) -> None:
     tenant, ports = corpus["tenant"], stack["ports"]
-    before = {doc: _store_manifests(ports, tenant, doc, 1) for doc in corpus["good"]}
-    originals = [e for e in _read_topic(kafka_bootstrap, topics.DOCUMENTS, parse_event_or_none)
+    before = {doc: store_manifests(ports, tenant, doc, 1) for doc in corpus["good"]}
+    originals = [e for e in read_topic(kafka_bootstrap, topics.DOCUMENTS, parse_event_or_none)
                  if e.tenant_id == tenant]
     assert len(originals) == 13
     producer = Producer(producer_config(kafka_bootstrap, "e2e-replay"))
@@ -229,27 +168,27 @@ def test_replaying_events_changes_no_count(stack: dict, corpus: dict, kafka_boot
     assert producer.flush(30) == 0
     expected_notices = 4 * len(corpus["good"])
     _wait("three replays to load", lambda: len(_notices(kafka_bootstrap, tenant)) >= expected_notices, stack)
-    after = {doc: _store_manifests(ports, tenant, doc, 1) for doc in corpus["good"]}
+    after = {doc: store_manifests(ports, tenant, doc, 1) for doc in corpus["good"]}
     assert after == before
 
 
 def test_an_older_version_arriving_late_changes_nothing(stack: dict, corpus: dict, kafka_bootstrap: str) -> None:
     tenant, ports, client = corpus["tenant"], stack["ports"], stack["client"]
     doc = next(d for d in sorted(corpus["good"]) if d.endswith(".txt"))
-    v1_event = next(e for e in _read_topic(kafka_bootstrap, topics.DOCUMENTS, parse_event_or_none)
+    v1_event = next(e for e in read_topic(kafka_bootstrap, topics.DOCUMENTS, parse_event_or_none)
                     if e.tenant_id == tenant and e.document_id == doc and e.version == 1)
     assert client.publish_bytes(tenant, doc, b"Revised site note.\n\nThe relay board was replaced.\n",
                                 "text/plain") == 2
     _wait("version 2 to load", lambda: ports.relational.newest_version(tenant, doc) == 2, stack)
     time.sleep(2)
-    snapshot = {v: _store_manifests(ports, tenant, doc, v) for v in (1, 2)}
+    snapshot = {v: store_manifests(ports, tenant, doc, v) for v in (1, 2)}
     skipped_before = metrics.SKIPPED.labels("parse", "stale")._value.get()
     producer = Producer(producer_config(kafka_bootstrap, "e2e-late"))
     producer.produce(topics.DOCUMENTS, key=v1_event.key, value=v1_event.model_dump_json().encode())
     assert producer.flush(30) == 0
     _wait("the late version 1 to be skipped",
           lambda: metrics.SKIPPED.labels("parse", "stale")._value.get() > skipped_before, stack)
-    assert {v: _store_manifests(ports, tenant, doc, v) for v in (1, 2)} == snapshot
+    assert {v: store_manifests(ports, tenant, doc, v) for v in (1, 2)} == snapshot
     assert ports.relational.newest_version(tenant, doc) == 2
 
 

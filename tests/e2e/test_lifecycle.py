@@ -4,50 +4,33 @@ purges a document, gc removes retired versions, and the reconciler finds no drif
 
 from __future__ import annotations
 
-import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from pipeline_support import migrate, running_workers, test_settings, wait_for
 
-from manifold.ingest import ROLES, lifecycle, workers
+from manifold.ingest import ROLES, lifecycle
 from manifold.ingest.publisher import gc
 from manifold.ingest.reconciler import reconcile
 from manifold.shared import topics
-from manifold.shared.config import IngestSettings, ManifoldSettings
+from manifold.shared.config import ManifoldSettings
 from manifold.shared.kafka import ensure_topics
-from manifold.shared.stores import pg_schema
-
-TIMEOUT_S = 300
 ZERO = {"missing": 0, "stale": 0, "orphaned": 0, "wrong_version": 0}
 
 
 @pytest.fixture(scope="module")
 def stack(settings: ManifoldSettings, kafka_bootstrap: str, pg_conninfo: str, es_client, neo4j_driver) -> Iterator[dict]:
-    s = settings.model_copy(update={"ingest": IngestSettings(metrics_port=0, max_attempts=3)})
-    pg = s.postgres
-    pg_schema.migrate(pg.conninfo(), ingest_password=pg.ingest_password.get_secret_value(),
-                      query_password=pg.query_password.get_secret_value())
+    s = test_settings(settings)
+    migrate(s)
     assert "publish" in ROLES
     _skip_backlog(kafka_bootstrap, "manifold.publish", topics.PUBLISH)
-    stop = threading.Event()
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            workers.run(s, list(ROLES), stop)
-        except BaseException as err:
-            errors.append(err)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
+    ports = lifecycle.build_ports(s)
     from manifold.shared.cli import _upstream_client
 
-    yield {"client": _upstream_client(s), "ports": lifecycle.build_ports(s), "errors": errors}
-    stop.set()
-    thread.join(60)
+    with running_workers(s) as errors:
+        yield {"client": _upstream_client(s), "ports": ports, "errors": errors}
 
 
 def _skip_backlog(bootstrap: str, group: str, topic: str) -> None:
@@ -66,13 +49,7 @@ def _skip_backlog(bootstrap: str, group: str, topic: str) -> None:
 
 
 def _wait(what: str, check: Callable[[], bool], stack: dict) -> None:
-    deadline = time.monotonic() + TIMEOUT_S
-    while time.monotonic() < deadline:
-        assert not stack["errors"], stack["errors"]
-        if check():
-            return
-        time.sleep(1)
-    pytest.fail(f"timed out waiting for {what}")
+    wait_for(what, check, stack["errors"])
 
 
 def _states(ports, tenant: str, doc: str) -> dict[int, str]:
