@@ -46,6 +46,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--docs", type=int, default=2000)
     ap.add_argument("--timeout", type=float, default=3600)
+    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "ingest_throughput.json")
     args = ap.parse_args()
 
     base = ManifoldSettings()
@@ -109,8 +110,7 @@ def main() -> None:
         "pipeline_to_raw_encode_ratio": round(pipeline_cps / raw_cps, 3),
         "embed_batch_size": settings.ingest.embed_batch_size,
     }
-    out = Path(__file__).parent / "results" / "ingest_throughput.json"
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
 
 

@@ -54,6 +54,9 @@ class StageSpec(Generic[In, Out]):
     decode: Callable[[bytes], In]
     step: Callable[[In], Out | None]
     route: Callable[[Out], Output]
+    none_means: str = "stale"
+    """What a step returning None means: `stale` (skipped, counted as such) or `done` (a final
+    stage with nothing downstream, counted as processed)."""
 
 
 @dataclass(frozen=True)
@@ -120,8 +123,10 @@ class StageRunner(Generic[In, Out]):
                 with attempt:
                     attempts = attempt.retry_state.attempt_number
                     result = self.spec.step(item)
-            if result is None:
-                metrics.SKIPPED.labels(name, "stale").inc()
+            if result is None and self.spec.none_means == "done":
+                metrics.PROCESSED.labels(name).inc()
+            elif result is None:
+                metrics.SKIPPED.labels(name, self.spec.none_means).inc()
             else:
                 out = self.spec.route(result)
                 self._delivery.produce(out.topic, out.key, out.value)

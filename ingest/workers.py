@@ -170,7 +170,8 @@ def stage_specs(ports: pipeline.Ports, settings: ManifoldSettings | None = None)
 
         lifecycle = publish_ports(ports, settings)
         specs["publish"] = StageSpec("publish", topics.PUBLISH, _publish_decode,
-                                     lambda m: publisher.handle(m, lifecycle), _never_routed)
+                                     lambda m: publisher.handle(m, lifecycle), _never_routed,
+                                     none_means="done")
     return specs
 
 
@@ -197,7 +198,8 @@ def run(settings: ManifoldSettings, roles: Sequence[str], stop: threading.Event)
             from manifold.ingest.reconciler import run_periodic
 
             try:
-                run_periodic(publish_ports(ports, settings), stop)
+                run_periodic(publish_ports(ports, settings), stop,
+                             interval_s=settings.ingest.reconcile_interval_s, grace_s=settings.ingest.gc_grace_s)
             except BaseException as err:
                 log.exception("reconcile worker stopped: %s", err)
                 failures.append(err)

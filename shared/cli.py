@@ -159,8 +159,10 @@ def _reconcile(args: argparse.Namespace) -> int:
     from manifold.ingest import lifecycle, reconciler
     from manifold.shared.config import ManifoldSettings
 
-    ports = lifecycle.build_ports(ManifoldSettings())
-    report = reconciler.reconcile(ports, [args.tenant] if args.tenant else None, repair_drift=args.repair)
+    settings = ManifoldSettings()
+    ports = lifecycle.build_ports(settings)
+    report = reconciler.reconcile(ports, [args.tenant] if args.tenant else None, repair_drift=args.repair,
+                                  grace_s=settings.ingest.gc_grace_s)
     out = report.to_json()
     if args.json:
         print(json.dumps({k: out[k] for k in ("drift", "repaired", "stores", "failed")}, indent=2))

@@ -105,6 +105,8 @@ class IngestSettings(_Section):
     retry_initial_s: float = Field(0.5, gt=0)
     retry_max_s: float = Field(10.0, gt=0)
     metrics_port: int = Field(9464, ge=0, le=65535, description="0 disables /metrics")
+    gc_grace_s: float = Field(3600.0, ge=0, description="retired versions keep their artifacts this long")
+    reconcile_interval_s: float = Field(300.0, gt=0, description="period of the `reconcile` worker role")
 
 
 class StackSettings(_Section):

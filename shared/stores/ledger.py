@@ -8,25 +8,15 @@ row-level security like every tenant table. Connect as `manifold_ingest`.
 
 from __future__ import annotations
 
-import psycopg
-
-from manifold.shared.errors import Transient
-
+from manifold.shared.stores.postgres import TenantConnections
 
 
 class PostgresVersionLedger:
     def __init__(self, conninfo: str) -> None:
-        self.conninfo = conninfo
-
-    def _connect(self) -> psycopg.Connection:
-        try:
-            return psycopg.connect(self.conninfo)
-        except psycopg.OperationalError as err:
-            raise Transient(f"postgres unavailable: {err}") from err
+        self._db = TenantConnections(conninfo)
 
     def reserve(self, tenant_id: str, document_id: str, content_sha256: str | None) -> int | None:
-        with self._connect() as conn, conn.transaction():
-            conn.execute("SELECT set_config('manifold.tenant_id', %s, true)", (tenant_id,))
+        with self._db.transaction(tenant_id) as conn:
             # Serialise reservations of one document, including its very first one (no row to lock yet).
             conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"{tenant_id}/{document_id}",))
             row = conn.execute(
@@ -56,8 +46,7 @@ class PostgresVersionLedger:
             return int(version) + 1
 
     def confirm(self, tenant_id: str, document_id: str, version: int) -> None:
-        with self._connect() as conn, conn.transaction():
-            conn.execute("SELECT set_config('manifold.tenant_id', %s, true)", (tenant_id,))
+        with self._db.transaction(tenant_id) as conn:
             conn.execute(
                 "UPDATE upstream_versions SET confirmed = true, updated_at = now() "
                 "WHERE tenant_id = %s AND document_id = %s AND version = %s",

@@ -29,7 +29,7 @@ from manifold.shared.artifacts import LoadNotice, StoreManifest
 from manifold.shared.config import ManifoldSettings
 from manifold.shared.errors import Transient
 from manifold.shared.ports import Activation, VersionEntry
-from manifold.shared.stores.postgres import _TenantConnections
+from manifold.shared.stores.postgres import TenantConnections
 
 _COLS = ("tenant_id, document_id, version, state, expected, config_fingerprint, staged_at, activated_at, "
          "retired_at, deleted_at, purged_at")
@@ -49,7 +49,7 @@ class PostgresVersionManifest:
     """`VersionManifest` on PostgreSQL (`conninfo` logs in as `manifold_ingest`)."""
 
     def __init__(self, conninfo: str, *, connect_timeout: int = 10) -> None:
-        self._db = _TenantConnections(conninfo, connect_timeout=connect_timeout)
+        self._db = TenantConnections(conninfo, connect_timeout=connect_timeout)
         self._conninfo = conninfo
 
     @classmethod

@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterator, Sequence
+import threading
 from contextlib import contextmanager
 from typing import Any
 
@@ -114,28 +115,44 @@ def _as_transient(exc: psycopg.OperationalError) -> Transient:
     return Transient(f"postgres unavailable or transaction aborted: {type(exc).__name__}: {exc}".strip())
 
 
-class _TenantConnections:
-    """Opens a connection per call and one transaction with the tenant set for its duration."""
+class TenantConnections:
+    """One transaction per call with the tenant set for its duration, on a connection kept per
+    thread (opening one costs a SCRAM handshake). A connection that failed is discarded, so the
+    next call reconnects."""
 
     def __init__(self, conninfo: str, *, connect_timeout: int = 10, vectors: bool = False) -> None:
         self._conninfo = conninfo
         self._connect_timeout = connect_timeout
         self._vectors = vectors
+        self._local = threading.local()
+
+    def _connection(self) -> psycopg.Connection[Any]:
+        conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
+        if conn is None or conn.closed or conn.broken:
+            conn = psycopg.connect(self._conninfo, connect_timeout=self._connect_timeout, autocommit=True)
+            if self._vectors:
+                register_vector(conn)
+            self._local.conn = conn
+        return conn
+
+    def _discard(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if conn is not None:
+            conn.close()
 
     @contextmanager
     def transaction(self, tenant_id: str, *, snapshot: bool = False) -> Iterator[psycopg.Connection[Any]]:
         mf.check_tenant(tenant_id)
         try:
-            with psycopg.connect(self._conninfo, connect_timeout=self._connect_timeout) as conn:
-                if snapshot:
-                    conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
-                    conn.read_only = True
-                if self._vectors:
-                    register_vector(conn)
-                with conn.transaction():
-                    conn.execute("SELECT set_config('manifold.tenant_id', %s, true)", (tenant_id,))
-                    yield conn
+            conn = self._connection()
+            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ if snapshot else None
+            conn.read_only = True if snapshot else None
+            with conn.transaction():
+                conn.execute("SELECT set_config('manifold.tenant_id', %s, true)", (tenant_id,))
+                yield conn
         except psycopg.OperationalError as exc:
+            self._discard()
             raise _as_transient(exc) from exc
 
 
@@ -146,7 +163,7 @@ class PostgresRelationalStore:
     """
 
     def __init__(self, conninfo: str, *, connect_timeout: int = 10) -> None:
-        self._db = _TenantConnections(conninfo, connect_timeout=connect_timeout, vectors=True)
+        self._db = TenantConnections(conninfo, connect_timeout=connect_timeout, vectors=True)
 
     @classmethod
     def from_settings(cls, settings: ManifoldSettings, *, password: str | None = None) -> PostgresRelationalStore:
@@ -325,7 +342,7 @@ class PostgresStagingStore:
     """
 
     def __init__(self, conninfo: str, *, connect_timeout: int = 10) -> None:
-        self._db = _TenantConnections(conninfo, connect_timeout=connect_timeout)
+        self._db = TenantConnections(conninfo, connect_timeout=connect_timeout)
 
     @classmethod
     def from_settings(cls, settings: ManifoldSettings, *, password: str | None = None) -> PostgresStagingStore:
