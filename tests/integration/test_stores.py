@@ -21,13 +21,13 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
+from factories import pipeline_versions
 from manifold.ingest.load import expected_manifests, handle
 from manifold.shared.artifacts import (
     Chunk,
     DocRef,
     Entity,
     ExtractedDocument,
-    PipelineVersions,
     Provenance,
     Record,
     RecordLine,
@@ -43,11 +43,9 @@ from manifold.shared.stores.elasticsearch import ES_INDEX, ES_SCHEMA_VERSION, El
 from manifold.shared.stores.neo4j import Neo4jGraphStore
 from manifold.shared.stores.postgres import PostgresRelationalStore, PostgresStagingStore
 
-VERSIONS = PipelineVersions(
-    parser="parser-1", chunker="chunker-1", embedding_model="all-MiniLM-L6-v2", embedding_revision="r1",
-    embedding_dim=384, embedding_normalized=True, extraction="extract-1", pg_schema=pg_schema.PG_SCHEMA_VERSION,
-    es_schema=ES_SCHEMA_VERSION, graph_schema="graph-1", chunk_max_chars=1200, chunk_overlap_chars=150,
-)
+VERSIONS = pipeline_versions(parser="parser-1", chunker="chunker-1", embedding_model="all-MiniLM-L6-v2",
+                             extraction="extract-1", pg_schema=pg_schema.PG_SCHEMA_VERSION,
+                             es_schema=ES_SCHEMA_VERSION, graph_schema="graph-1")
 VERSION_TABLES = ("document_versions", "sections", "chunks", "records", "record_lines", "review_items")
 
 

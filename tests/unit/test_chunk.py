@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from factories import pipeline_versions
 from manifold.ingest import chunk
 from manifold.shared import ids
 from manifold.shared.artifacts import ChunkedDocument, DocRef, Element, ParsedDocument, PipelineVersions
@@ -18,20 +19,7 @@ SHA = hashlib.sha256(b"document bytes").hexdigest()
 
 
 def _versions(max_chars: int = 300, overlap: int = 80) -> PipelineVersions:
-    return PipelineVersions(
-        parser="test-parser",
-        chunker=chunk.CHUNKER_VERSION,
-        embedding_model="test-model",
-        embedding_revision="r1",
-        embedding_dim=384,
-        embedding_normalized=True,
-        extraction="test-extraction",
-        pg_schema="1",
-        es_schema="1",
-        graph_schema="1",
-        chunk_max_chars=max_chars,
-        chunk_overlap_chars=overlap,
-    )
+    return pipeline_versions(chunker=chunk.CHUNKER_VERSION, chunk_max_chars=max_chars, chunk_overlap_chars=overlap)
 
 
 def _doc(version: int = 1, sha: str = SHA, **metadata: Any) -> DocRef:

@@ -9,6 +9,7 @@ from decimal import Decimal
 
 import pytest
 
+from factories import pipeline_versions
 from manifold.ingest.extract import EXTRACTION_VERSION, handle, parse_aliases, sentences
 from manifold.ingest.identifiers import find_identifiers
 from manifold.ingest.vocabulary import GRAPH_SCHEMA_VERSION, validate_relation
@@ -38,13 +39,11 @@ INVOICE_TABLE = [
 
 
 def versions(**overrides: object) -> PipelineVersions:
-    fields: dict[str, object] = dict(
-        parser="parser-1", chunker="chunker-1", embedding_model="all-MiniLM-L6-v2", embedding_revision="r1",
-        embedding_dim=3, embedding_normalized=True, extraction=EXTRACTION_VERSION, pg_schema="pg-1",
-        es_schema="es-1", graph_schema=GRAPH_SCHEMA_VERSION, chunk_max_chars=1200, chunk_overlap_chars=150,
-    )
-    fields.update(overrides)
-    return PipelineVersions(**fields)  # type: ignore[arg-type]
+    return pipeline_versions(**{
+        "parser": "parser-1", "chunker": "chunker-1", "embedding_model": "all-MiniLM-L6-v2", "embedding_dim": 3,
+        "extraction": EXTRACTION_VERSION, "pg_schema": "pg-1", "es_schema": "es-1",
+        "graph_schema": GRAPH_SCHEMA_VERSION, **overrides,
+    })
 
 
 def sha(text: str) -> str:

@@ -10,13 +10,13 @@ from decimal import Decimal
 
 import pytest
 
+from factories import pipeline_versions
 from manifold.ingest.load import expected_manifests, handle
 from manifold.shared.artifacts import (
     Chunk,
     DocRef,
     Entity,
     ExtractedDocument,
-    PipelineVersions,
     Provenance,
     Record,
     RecordLine,
@@ -28,11 +28,8 @@ from manifold.shared.artifacts import (
 from manifold.shared.errors import BadInput, Transient
 from manifold.shared.ids import child_id, entity_id, version_scope
 
-VERSIONS = PipelineVersions(
-    parser="parser-1", chunker="chunker-1", embedding_model="all-MiniLM-L6-v2", embedding_revision="r1",
-    embedding_dim=384, embedding_normalized=True, extraction="extract-1", pg_schema="1", es_schema="1",
-    graph_schema="1", chunk_max_chars=1200, chunk_overlap_chars=150,
-)
+VERSIONS = pipeline_versions(parser="parser-1", chunker="chunker-1", embedding_model="all-MiniLM-L6-v2",
+                             extraction="extract-1")
 
 
 def _sha(text: str) -> str:

@@ -14,6 +14,7 @@ from importlib.metadata import version as installed_version
 
 import pytest
 
+from factories import pipeline_versions
 from manifold.ingest import parse
 from manifold.shared.artifacts import DocRef, Element, ParsedDocument, PipelineVersions
 from manifold.shared.errors import BadInput, UnsupportedMediaType
@@ -26,20 +27,7 @@ DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 
 
 def _versions() -> PipelineVersions:
-    return PipelineVersions(
-        parser=parse.PARSER_VERSION,
-        chunker="test-chunker",
-        embedding_model="test-model",
-        embedding_revision="r1",
-        embedding_dim=384,
-        embedding_normalized=True,
-        extraction="test-extraction",
-        pg_schema="1",
-        es_schema="1",
-        graph_schema="1",
-        chunk_max_chars=1200,
-        chunk_overlap_chars=150,
-    )
+    return pipeline_versions(parser=parse.PARSER_VERSION)
 
 
 def _doc(media_type: str, content: bytes, **metadata: MetadataValue) -> DocRef:
@@ -457,7 +445,8 @@ def test_parsing_makes_no_network_calls() -> None:
         socket.socket.connect = _record
         socket.create_connection = _record
         socket.getaddrinfo = _record
-        import hashlib
+        import hashlib, sys
+        sys.path.insert(0, "tests")  # where pytest finds `factories`
         from manifold.ingest import parse
         from manifold.shared.artifacts import DocRef
         from tests.unit.test_parse import _versions, MARKDOWN, HTML, TEXT

@@ -6,19 +6,17 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
+from factories import pipeline_versions
 from manifold.ingest import publisher
 from manifold.ingest.workers import _publish_decode
-from manifold.shared.artifacts import DocRef, LoadNotice, PipelineVersions, StoreManifest
+from manifold.shared.artifacts import DocRef, LoadNotice, StoreManifest
 from manifold.shared.errors import BadInput, Transient
 from manifold.shared.events import DocumentDeleted, upserted
 from manifold.shared.ports import Activation, ServingMarks, VersionEntry
 from manifold.shared.stores import serving
 
-VERSIONS = PipelineVersions(
-    parser="p", chunker="c", embedding_model="m", embedding_revision="r", embedding_dim=384,
-    embedding_normalized=True, extraction="x", pg_schema="3", es_schema="1", graph_schema="g",
-    chunk_max_chars=1200, chunk_overlap_chars=150,
-)
+VERSIONS = pipeline_versions(parser="p", chunker="c", embedding_model="m", embedding_revision="r",
+                             extraction="x", pg_schema="3", graph_schema="g")
 
 
 def _manifest(store: str, n: int) -> StoreManifest:
