@@ -109,6 +109,42 @@ class IngestSettings(_Section):
     reconcile_interval_s: float = Field(300.0, gt=0, description="period of the `reconcile` worker role")
 
 
+DEV_TOKEN_KEY = "manifold-dev-only-signing-key-change-me-0000"
+"""The local development signing key. Workers refuse it unless `query.allow_dev_key` is true."""
+
+
+class QuerySettings(_Section):
+    """Query workers: the request/reply protocol, tokens, budgets, caps and fusion weights."""
+
+    token_key: SecretStr = SecretStr(DEV_TOKEN_KEY)
+    """HMAC-SHA256 key that signs principal tokens (HS256 JWT). Set your own in production."""
+    allow_dev_key: bool = True
+    """Accept the built-in development key. Set false in production so a forgotten key fails fast."""
+    token_issuer: str = "manifold"
+    token_audience: str = "manifold.query"
+    token_ttl_s: int = Field(900, ge=10, le=86400)
+    clock_skew_s: int = Field(30, ge=0, le=300)
+    request_topic: str = "manifold.query.requests"
+    reply_topic: str = "manifold.query.replies"
+    default_deadline_ms: int = Field(8000, ge=100, le=120_000)
+    max_deadline_ms: int = Field(60_000, ge=1000, le=600_000)
+    statement_timeout_ms: int = Field(3000, ge=50, le=60_000)
+    rrf_k: int = Field(60, ge=1, le=1000)
+    rrf_weights: dict[str, dict[str, float]] = Field(
+        default_factory=lambda: {
+            "default": {"exact": 1.0, "bm25": 1.0, "vector": 1.0},
+            "exact": {"exact": 2.0, "bm25": 1.0, "vector": 0.5},
+            "lexical": {"exact": 1.0, "bm25": 1.5, "vector": 0.75},
+            "semantic": {"exact": 1.0, "bm25": 0.75, "vector": 1.5},
+        },
+        description="per query class: RRF weight per branch",
+    )
+    exact_search_below: int = Field(2000, ge=0, description="vector search is exact when the filtered set is smaller")
+    breaker_failures: int = Field(3, ge=1, le=100, description="consecutive failures that open a source's breaker")
+    breaker_reset_s: float = Field(15.0, gt=0)
+    metrics_port: int = Field(9465, ge=0, le=65535, description="0 disables /metrics on query workers")
+
+
 class StackSettings(_Section):
     """Where `manifold stack` keeps artifacts, data, logs and pids, and which JVM it runs."""
 
@@ -134,6 +170,7 @@ class ManifoldSettings(BaseSettings):
     elasticsearch: ElasticsearchSettings = ElasticsearchSettings()
     neo4j: Neo4jSettings = Neo4jSettings()
     ingest: IngestSettings = IngestSettings()
+    query: QuerySettings = QuerySettings()
     stack: StackSettings = StackSettings()
 
     @model_validator(mode="after")

@@ -1,0 +1,157 @@
+"""Assembles the reply from an execution: answer text from evidence only, status, and the checks.
+
+Guarantees:
+- **Evidence only.** The answer is filled from templates whose every value comes from a step's
+  `result`, `outputs` or evidence; no other text source exists here. An optional narrator (an
+  LLM) may rewrite it, but its text is dropped whole if it cites an evidence id that is not in
+  the pack or shows a number that is not a tool result (`check_numbers`, `check_citations`).
+- **Numbers are the tool's numbers.** `check_numbers` confirms every decimal shown in the answer
+  equals (as a string) a value in a step result; a mismatch turns the reply into `error`
+  instead of showing an unverifiable figure.
+- **Completeness.** Any gap makes an otherwise answered reply `partial`, and the gaps are listed;
+  a metric with `matched_line_count == 0` is "no matching data", not zero. Nothing found at all
+  is `no_answer`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+from manifold.query.engine import Execution
+from manifold.query.plan import Plan
+from manifold.query.types import Evidence, Gap, ReplyStatus
+
+_NUMBER = re.compile(r"(?<![\w.-])-?\d+\.\d+(?![\w.-])")
+_SNIPPET = 240
+
+
+class Narrator(Protocol):
+    """Optional: rewrites the templated answer. Its output is checked like the template's."""
+
+    def narrate(self, question: str, answer: str, evidence: Sequence[Evidence]) -> str: ...
+
+
+def _join(names: Iterable[str]) -> str:
+    names = list(names)
+    if len(names) <= 1:
+        return "".join(names)
+    return ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _money(totals: Mapping[str, str]) -> str:
+    return _join(f"{amount} {currency}" for currency, amount in sorted(totals.items()))
+
+
+def _metric_text(result: Mapping[str, Any]) -> str | None:
+    metric = result.get("metric")
+    lines = int(result.get("matched_line_count", 0) or 0)
+    if metric in ("total_spend", "revenue_at_risk") and lines == 0:
+        return "No matching data: no recognised lines match these filters (this is not a total of zero)."
+    if metric == "total_spend":
+        return (f"Total recognised spend: {_money(result.get('totals', {}))} "
+                f"over {lines} invoice and credit-note lines.")
+    if metric == "revenue_at_risk":
+        orders = result.get("orders") or []
+        return (f"Revenue at risk: {_money(result.get('totals', {}))} across "
+                f"{len(orders)} orders ({_join(orders)}).")
+    if metric == "unit_price_on":
+        parts = []
+        for code, info in sorted((result.get("prices") or {}).items()):
+            if not isinstance(info, Mapping):
+                continue
+            if info.get("invoice_unit_price"):
+                parts.append(f"{code}: {info['invoice_unit_price']} {info.get('currency', '')}".rstrip()
+                             + f" on invoice {info.get('invoice')} of {info.get('issued_on')}")
+            elif info.get("catalog_unit_price"):
+                parts.append(f"{code}: agreed price {info['catalog_unit_price']} {info.get('currency', '')}".rstrip())
+        return ("Unit price " + "; ".join(parts) + ".") if parts else "No matching data: no price found for that date."
+    return None
+
+
+_RELATION_PHRASES = {
+    "vendors": "Approved vendors",
+    "vendor_products": "Products they supply",
+    "supplied": "Products supplied",
+    "suppliers": "Suppliers",
+    "orders": "Orders",
+    "groups": "Product groups",
+    "group_products": "Products in the group",
+    "group_suppliers": "Suppliers of those products",
+}
+
+
+def compose(question: str, plan: Plan, execution: Execution) -> tuple[str, dict[str, Any]]:
+    """(answer text, typed result) from the executed steps, in plan order."""
+    sentences: list[str] = []
+    result: dict[str, Any] = {}
+    for step in plan.steps:
+        res = execution.results.get(step.id)
+        if res is None:
+            continue
+        if step.operator == "metric_query":
+            text = _metric_text(res.result)
+            if text:
+                sentences.append(text)
+            result[step.id] = res.result
+        elif step.operator == "graph_expand":
+            names = list(res.outputs.get("names", ()))
+            label = _RELATION_PHRASES.get(step.id, "Related")
+            sentences.append(f"{label}: {_join(names)}." if names else f"{label}: none found.")
+            result[step.id] = {"ids": list(res.outputs.get("ids", ())), "names": names,
+                               "keys": list(res.outputs.get("keys", ()))}
+        elif step.operator == "resolve_entity":
+            result[step.id] = res.result
+        else:
+            hits = list(res.hits)
+            if not hits:
+                continue
+            if step.operator == "exact_lookup":
+                docs = sorted({h.document_id for h in hits if h.identity})
+                sentences.append(f"Exact matches in {len(docs)} documents: {_join(docs)}." if docs
+                                 else "No document carries that identifier exactly.")
+            best = hits[0]
+            snippet = " ".join(best.text.split())[:_SNIPPET]
+            sentences.append(f"Most relevant passage ({best.document_id}): \u201c{snippet}\u201d")
+            result[step.id] = {"documents": list(dict.fromkeys(h.document_id for h in hits)),
+                               "chunks": [h.chunk_id for h in hits]}
+    return " ".join(sentences), result
+
+
+def _allowed_numbers(value: Any) -> set[str]:
+    out: set[str] = set()
+    if isinstance(value, Mapping):
+        for v in value.values():
+            out |= _allowed_numbers(v)
+    elif isinstance(value, list | tuple | set):
+        for v in value:
+            out |= _allowed_numbers(v)
+    elif isinstance(value, str):
+        out.update(_NUMBER.findall(value))
+        out.add(value)
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        out.add(str(value))
+    return out
+
+
+def check_numbers(answer: str, result: Mapping[str, Any], evidence: Sequence[Evidence]) -> list[str]:
+    """Decimals in `answer` that are not a tool result or quoted evidence text (should be none)."""
+    allowed = _allowed_numbers(result)
+    for ev in evidence:
+        if ev.text:
+            allowed.update(_NUMBER.findall(ev.text))
+        allowed |= _allowed_numbers(ev.claims)
+    return [n for n in _NUMBER.findall(answer) if n not in allowed]
+
+
+def check_citations(text: str, evidence: Sequence[Evidence]) -> list[str]:
+    """Evidence ids cited as `[ev_...]` in `text` that are not in the evidence pack."""
+    known = {ev.evidence_id for ev in evidence}
+    return [c for c in re.findall(r"\[(ev_[A-Za-z0-9_]+)\]", text) if c not in known]
+
+
+def status_for(answer: str, evidence: Sequence[Evidence], gaps: Sequence[Gap], result: Mapping[str, Any]) -> ReplyStatus:
+    if not evidence and not any(isinstance(v, Mapping) and v.get("matched_line_count") for v in result.values()):
+        return "no_answer" if not gaps else "partial"
+    return "partial" if gaps else "answered"

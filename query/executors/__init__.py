@@ -1,0 +1,1 @@
+"""Executors: one per plan operator, each with typed input (`manifold.query.plan`) and a `StepResult`."""

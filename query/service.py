@@ -1,0 +1,231 @@
+"""The query turn: guard → route → (clarify) → plan → validate → execute → final check → assemble.
+
+Guarantees (DESIGN.md §3.5, §5; seed 002 "The turn pipeline"):
+- The guard runs first, before any catalog read, model or store work; a refused question costs
+  nothing and says why.
+- The tenant is `principal.tenant_id`, from the verified token, and nothing else: request bodies,
+  plans, question text and document text cannot change it (plans naming a tenant are rejected).
+- Every plan, routed or explicit, passes `validate_plan` before a store is touched.
+- An ambiguous or unresolved anchor stops the turn with `clarify` and its candidates; the
+  continuation is signed and bound to the tenant and session, so a follow-up resumes the same
+  question with the chosen entity and cannot be replayed by another tenant.
+- Final check: every evidence item must belong to the principal's tenant and to a version that
+  is active in the manifest right now; anything else is dropped and the drop is in the trace.
+- `answer` never raises: store outages become gaps (`partial`), bugs become `error` replies.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, date, datetime
+from typing import Any, Protocol
+
+from manifold.query import assemble
+from manifold.query.engine import Engine, Execution
+from manifold.query.plan import Plan, PlanError, validate_plan
+from manifold.query.planner import PlanningGap, compile_plan
+from manifold.query.types import (
+    CatalogEntry,
+    Clarification,
+    Evidence,
+    Gap,
+    IntentScore,
+    Principal,
+    QueryReply,
+    QueryRequest,
+    Trace,
+)
+
+log = logging.getLogger(__name__)
+
+
+class Catalog(Protocol):
+    def load(self, tenant_id: str) -> Sequence[CatalogEntry]: ...
+
+
+class ActiveVersions(Protocol):
+    def active(self, tenant_id: str, document_ids: Sequence[str]) -> dict[str, int]:
+        """document id -> active version, read from the manifest through the query role."""
+
+
+class Continuations(Protocol):
+    def seal(self, state: dict[str, Any], *, tenant_id: str, session_id: str) -> str: ...
+
+    def open(self, blob: str, *, tenant_id: str, session_id: str) -> dict[str, Any]: ...
+
+
+class QueryService:
+    def __init__(self, *, engine: Engine, catalog: Catalog, active: ActiveVersions,
+                 continuations: Continuations, screen: Callable[[str], Any], route: Callable[..., Any],
+                 apply_choice: Callable[[Any, str], Any], classifier: Any = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._engine = engine
+        self._catalog = catalog
+        self._active = active
+        self._continuations = continuations
+        self._screen = screen
+        self._route = route
+        self._apply_choice = apply_choice
+        self._classifier = classifier
+        self._clock = clock
+
+    def close(self) -> None:
+        self._engine.close()
+
+    def answer(self, request: QueryRequest, principal: Principal) -> QueryReply:
+        started = self._clock()
+        policy = [f"tenant {principal.tenant_id}: from the verified token"]
+        try:
+            return self._answer(request, principal, started, policy)
+        except Exception as exc:  # noqa: BLE001 - the contract is a reply, never a crash
+            log.exception("query %s failed", request.request_id)
+            return self._reply(request, started, policy, status="error", error=f"internal error: {type(exc).__name__}")
+
+    # -- the turn ---------------------------------------------------------------------------
+
+    def _answer(self, request: QueryRequest, principal: Principal, started: float, policy: list[str]) -> QueryReply:
+        deadline = started + max((request.deadline - datetime.now(UTC)).total_seconds(), 0.0)
+        as_of = (request.as_of or datetime.now(UTC)).date()
+        route = None
+        question = request.question or ""
+        if request.continuation is not None:
+            session = request.session_id or "-"
+            try:
+                state = self._continuations.open(request.continuation, tenant_id=principal.tenant_id,
+                                                 session_id=session)
+            except Exception as exc:  # noqa: BLE001 - forged/expired continuation is a refusal
+                policy.append("continuation: rejected")
+                return self._reply(request, started, policy, status="refused", error=f"continuation rejected: {exc}")
+            question = str(state.get("question", ""))
+            as_of = date.fromisoformat(state.get("as_of", as_of.isoformat()))
+            policy.append("continuation: verified")
+        if request.plan is not None:
+            try:
+                plan = validate_plan(request.plan)
+            except PlanError as exc:
+                policy.append("plan: rejected")
+                return self._reply(request, started, policy, status="refused",
+                                   error=f"plan rejected: {exc}")
+            policy.append("plan: explicit, validated")
+        else:
+            decision = self._screen(question)
+            if not decision.allowed:
+                policy.append(f"guard: refused ({decision.category})")
+                return self._reply(request, started, policy, status="refused",
+                                   answer=f"Refused: {decision.reason}", error=decision.reason)
+            policy.append("guard: pass")
+            catalog = self._catalog.load(principal.tenant_id)
+            route = self._route(question, catalog, as_of=as_of, classifier=self._classifier)
+            if request.continuation is not None and request.choice and route.clarify is not None:
+                try:
+                    route = self._apply_choice(route, request.choice)
+                except ValueError as exc:
+                    return self._clarify(request, principal, started, policy, route, question, as_of,
+                                         note=str(exc))
+            if route.needs_clarification:
+                return self._clarify(request, principal, started, policy, route, question, as_of)
+            try:
+                plan = compile_plan(route, question, as_of=as_of)
+            except PlanningGap as exc:
+                return self._reply(request, started, policy, status="no_answer", route=route,
+                                   answer=f"No answer: {exc}.",
+                                   gaps=[Gap(kind="missing_data", detail=str(exc))])
+            policy.append("plan: routed, validated")
+        execution = self._engine.execute(plan, tenant_id=principal.tenant_id, deadline=deadline)
+        evidence = self._final_check(execution, principal, policy)
+        answer, result = assemble.compose(question, plan, execution)
+        wrong = assemble.check_numbers(answer, result, evidence)
+        if wrong:
+            policy.append(f"number check: failed for {', '.join(wrong)}")
+            return self._reply(request, started, policy, status="error", route=route, plan=plan,
+                               execution=execution, error="an answer number did not match its tool result")
+        policy.append("number check: pass")
+        status = assemble.status_for(answer, evidence, execution.gaps, result)
+        if status == "no_answer" and not answer:
+            answer = "No answer: nothing in this tenant's active documents matches."
+        return self._reply(request, started, policy, status=status, route=route, plan=plan,
+                           execution=execution, answer=answer, result=result, evidence=evidence)
+
+    def _final_check(self, execution: Execution, principal: Principal, policy: list[str]) -> list[Evidence]:
+        evidence = [ev for res in execution.results.values() for ev in res.evidence]
+        docs = sorted({ev.document_id for ev in evidence if ev.document_id})
+        active = self._active.active(principal.tenant_id, docs) if docs else {}
+        kept, dropped = [], 0
+        for ev in evidence:
+            if ev.tenant_id != principal.tenant_id:
+                dropped += 1
+            elif ev.document_id is not None and active.get(ev.document_id) != ev.version:
+                dropped += 1
+            else:
+                kept.append(ev)
+        policy.append(f"final check: {len(kept)} evidence kept, {dropped} dropped (tenant or inactive version)")
+        return kept
+
+    def _clarify(self, request: QueryRequest, principal: Principal, started: float, policy: list[str],
+                 route: Any, question: str, as_of: date, note: str | None = None) -> QueryReply:
+        anchor = route.clarify
+        continuation = self._continuations.seal({"question": question, "as_of": as_of.isoformat()},
+                                                tenant_id=principal.tenant_id,
+                                                session_id=request.session_id or "-")
+        if anchor.candidates:
+            names = ", ".join(c.name for c in anchor.candidates)
+            text = f"Which {anchor.kind.replace('_', ' ')} do you mean by \u201c{anchor.text}\u201d: {names}?"
+        else:
+            text = f"I could not find a {anchor.kind.replace('_', ' ')} called \u201c{anchor.text}\u201d. Which one do you mean?"
+        if note:
+            text = f"{note}. {text}"
+        policy.append("router: clarify")
+        return self._reply(request, started, policy, status="clarify", route=route, answer=text,
+                           clarification=Clarification(question=text, anchor=anchor.text,
+                                                       candidates=tuple(anchor.candidates),
+                                                       continuation=continuation))
+
+    def _reply(self, request: QueryRequest, started: float, policy: list[str], *, status: str,
+               route: Any = None, plan: Plan | None = None, execution: Execution | None = None,
+               answer: str = "", result: dict[str, Any] | None = None, evidence: Sequence[Evidence] = (),
+               gaps: Sequence[Gap] = (), clarification: Clarification | None = None,
+               error: str | None = None) -> QueryReply:
+        trace = Trace(
+            request_id=request.request_id,
+            intents=tuple(IntentScore(type=i.type, confidence=round(i.confidence, 3)) for i in route.intents) if route else (),
+            entities=_entities(route),
+            constraints=_constraints(route),
+            steps=tuple(execution.steps) if execution else (),
+            policy=tuple(policy),
+            elapsed_ms=round((self._clock() - started) * 1000, 2),
+        )
+        all_gaps = list(gaps) + (list(execution.gaps) if execution else [])
+        return QueryReply(request_id=request.request_id, status=status, answer=answer,  # type: ignore[arg-type]
+                          result=result or {}, evidence=tuple(evidence), gaps=tuple(all_gaps),
+                          clarification=clarification,
+                          plan=plan.model_dump(mode="json") if plan else None, trace=trace, error=error)
+
+
+def _entities(route: Any) -> dict[str, Any]:
+    if route is None:
+        return {}
+    out: dict[str, Any] = {"identifiers": list(route.identifiers)}
+    for anchor in route.anchors:
+        out.setdefault(anchor.kind, []).append(
+            {"mention": anchor.text, "resolved": anchor.resolved.name if anchor.resolved else None,
+             "entity_id": anchor.resolved.entity_id if anchor.resolved else None,
+             "candidates": [c.name for c in anchor.candidates]})
+    return out
+
+
+def _constraints(route: Any) -> dict[str, Any]:
+    if route is None:
+        return {}
+    out: dict[str, Any] = {}
+    if route.time is not None:
+        out["time_range"] = {"phrase": route.time.phrase, "start": route.time.start.isoformat(),
+                             "end": route.time.end.isoformat()}
+    if route.currency:
+        out["currency"] = route.currency
+    if route.statuses:
+        out["statuses"] = list(route.statuses)
+    if route.topic:
+        out["topic"] = route.topic
+    return out
