@@ -290,7 +290,11 @@ def validate_plan(raw: Mapping[str, Any] | Plan) -> Plan:
     try:
         plan = Plan.model_validate(raw)
     except ValidationError as exc:
-        raise PlanError([_describe(err) for err in exc.errors()]) from None
+        errors = exc.errors()
+        # pydantic also reports a tuple whose items all failed as "too short"; that is noise.
+        if any(tuple(e.get("loc", ()))[:1] == ("steps",) and len(e.get("loc", ())) > 1 for e in errors):
+            errors = [e for e in errors if tuple(e.get("loc", ())) != ("steps",)]
+        raise PlanError([_describe(err) for err in errors]) from None
     seen: dict[str, str] = {}
     for step in plan.steps:
         if step.id in seen:
