@@ -117,15 +117,201 @@ def _workers(args: argparse.Namespace) -> int:
     for noisy in ("elastic_transport", "neo4j", "httpx", "sentence_transformers"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     roles = [r for r in args.roles.split(",") if r] if args.roles else list(workers.ROLES)
+    serve_query = "query" in roles
+    ingest_roles = [r for r in roles if r != "query"]
+    unknown = sorted(set(ingest_roles) - set(workers.ROLES) - set(workers.EXTRA_ROLES))
+    if unknown:
+        print(f"manifold workers: unknown role(s) {unknown}; choose from "
+              f"{', '.join(workers.ROLES + workers.EXTRA_ROLES + ('query',))}", file=sys.stderr)
+        return 2
+    settings = ManifoldSettings()
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
+    if not serve_query:
+        try:
+            workers.run(settings, ingest_roles, stop)
+        except (ValueError, workers.SchemaNotReady) as err:
+            print(f"manifold workers: {err}", file=sys.stderr)
+            return 2
+        return 0
+    return _run_with_query(settings, ingest_roles, stop, threads=args.query_threads)
+
+
+def _run_with_query(settings, ingest_roles: list[str], stop, *, threads: int) -> int:  # type: ignore[no-untyped-def]
+    """`--roles` includes `query`: the query worker in this thread, ingest roles (if any) beside it."""
+    import logging
+    import threading
+
+    from manifold.ingest import workers
+    from manifold.query import worker as query_worker
+    from manifold.query.auth import InsecureKey, TokenVerifier
+    from manifold.query.composition import build_answerer
+
     try:
-        workers.run(ManifoldSettings(), roles, stop)
-    except (ValueError, workers.SchemaNotReady) as err:
+        TokenVerifier.from_settings(settings)  # fail fast, before any store or worker starts
+    except InsecureKey as err:
         print(f"manifold workers: {err}", file=sys.stderr)
         return 2
-    return 0
+    failures: list[BaseException] = []
+    ingest = None
+    if ingest_roles:
+        def run_ingest() -> None:
+            try:
+                workers.run(settings, ingest_roles, stop)
+            except BaseException as err:  # noqa: BLE001 - reported below, stops the query worker too
+                failures.append(err)
+                stop.set()
+
+        ingest = threading.Thread(target=run_ingest, name="manifold-ingest", daemon=True)
+        ingest.start()
+    answerer = None
+    code = 0
+    try:
+        answerer = build_answerer(settings)
+        query_worker.start_metrics(settings)
+        query_worker.serve(settings, stop, answerer, threads=threads)
+    except (InsecureKey, ValueError) as err:
+        print(f"manifold workers: {err}", file=sys.stderr)
+        code = 2
+    except Exception as err:  # noqa: BLE001 - the process exits non-zero with the reason
+        logging.getLogger(__name__).exception("query worker stopped: %s", err)
+        code = 1
+    finally:
+        stop.set()
+        if answerer is not None:
+            answerer.close()
+        if ingest is not None:
+            ingest.join()
+    for err in failures:
+        print(f"manifold workers: {err}", file=sys.stderr)
+        code = code or (2 if isinstance(err, (ValueError, workers.SchemaNotReady)) else 1)
+    return code
+
+
+_ASK_EXIT = {"answered": 0, "partial": 0, "clarify": 0, "no_answer": 0, "refused": 2, "error": 1}
+
+
+def _session_path(tenant: str, session: str):  # type: ignore[no-untyped-def]
+    import os
+    import re
+    from pathlib import Path
+
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", session):
+        raise ValueError(f"session {session!r} must be 1-128 of letters, digits, '.', '_' or '-'")
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "manifold" / "sessions" / tenant / f"{session}.json"
+
+
+def _save_session(path, continuation: str, question: str | None) -> None:  # type: ignore[no-untyped-def]
+    import json
+    import os
+
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump({"continuation": continuation, "question": question}, f)
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
+
+
+def _ask(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from manifold.query.auth import TENANT_RE
+    from manifold.query.client import QueryClient, QueryTimeout, mint_dev_token
+    from manifold.shared.config import ManifoldSettings
+    from manifold.shared.errors import Transient
+
+    if not TENANT_RE.match(args.tenant):
+        print(f"manifold ask: tenant {args.tenant!r} is not a slug", file=sys.stderr)
+        return 2
+    plan = None
+    if args.plan:
+        try:
+            plan = json.loads(Path(args.plan).read_text())
+        except (OSError, ValueError) as err:
+            print(f"manifold ask: cannot read plan {args.plan}: {err}", file=sys.stderr)
+            return 2
+        if not isinstance(plan, dict):
+            print("manifold ask: a plan file holds one JSON object", file=sys.stderr)
+            return 2
+    continuation = None
+    session_file = None
+    if args.session:
+        try:
+            session_file = _session_path(args.tenant, args.session)
+        except ValueError as err:
+            print(f"manifold ask: {err}", file=sys.stderr)
+            return 2
+    if args.choice:
+        if session_file is None or not session_file.exists():
+            print("manifold ask: --choice answers a clarification; give the --session that received it",
+                  file=sys.stderr)
+            return 2
+        continuation = json.loads(session_file.read_text()).get("continuation")
+    if not args.question and plan is None and continuation is None:
+        print("manifold ask: give a QUESTION, --plan FILE, or --session S --choice C", file=sys.stderr)
+        return 2
+    settings = ManifoldSettings()
+    try:
+        with QueryClient(settings, token=mint_dev_token(settings, args.tenant)) as client:
+            reply = client.ask(args.question or None, plan, deadline_ms=args.deadline_ms, session_id=args.session,
+                               continuation=continuation, choice=args.choice)
+    except QueryTimeout as err:
+        print(f"manifold ask: timeout: {err}", file=sys.stderr)
+        return 1
+    except (Transient, ValueError) as err:
+        print(f"manifold ask: {err}", file=sys.stderr)
+        return 1
+    if session_file is not None:
+        if reply.status == "clarify" and reply.clarification and reply.clarification.continuation:
+            _save_session(session_file, reply.clarification.continuation, args.question)
+        elif continuation is not None and reply.status in ("answered", "partial", "no_answer"):
+            session_file.unlink(missing_ok=True)  # the clarification was consumed
+    if args.json:
+        print(reply.model_dump_json(indent=2))
+    else:
+        print(_render_reply(reply, session=args.session))
+    return _ASK_EXIT.get(reply.status, 1)
+
+
+def _render_reply(reply, *, session: str | None) -> str:  # type: ignore[no-untyped-def]
+    """Human-readable reply: status, answer, gaps, clarification, citations, compact trace."""
+    lines = [f"status: {reply.status}  (request {reply.request_id})"]
+    if reply.error:
+        lines.append(f"error: {reply.error}")
+    if reply.answer:
+        lines += ["", reply.answer]
+    if reply.result:
+        lines += ["", "result:"] + [f"  {k}: {v}" for k, v in reply.result.items()]
+    if reply.gaps:
+        lines += ["", "gaps:"] + [f"  - [{g.kind}]{f' {g.step}:' if g.step else ''} {g.detail}" for g in reply.gaps]
+    c = reply.clarification
+    if c is not None:
+        lines += ["", f"clarify: {c.question}  (about {c.anchor!r})"]
+        lines += [f"  - {e.entity_id}  {e.name}  [{e.kind}, {e.key}]" for e in c.candidates]
+        if c.continuation:
+            lines.append(f"  answer with: manifold ask --session {session} --choice <entity id or name>" if session
+                         else "  (re-ask with --session NAME to answer it with --choice)")
+    if reply.evidence:
+        lines += ["", "citations:"]
+        for ev in reply.evidence:
+            where = ev.chunk_id or ev.record_id or ev.edge_id or "-"
+            doc = f"{ev.document_id}@v{ev.version}" if ev.document_id else "-"
+            lines.append(f"  [{ev.evidence_id}] {ev.store}/{ev.kind} {doc} {where}")
+    t = reply.trace
+    lines += ["", f"trace: {t.elapsed_ms:.0f} ms"]
+    if t.intents:
+        lines.append("  intents: " + ", ".join(f"{i.type} {i.confidence:.2f}" for i in t.intents))
+    for st in t.steps:
+        lines.append(f"  step {st.step_id} {st.operator}: {st.status} {st.elapsed_ms:.0f} ms, {st.hits} hits"
+                     + (f" ({st.detail})" if st.detail else ""))
+    if t.policy:
+        lines.append("  policy: " + "; ".join(t.policy))
+    return "\n".join(lines)
 
 
 def _lifecycle_tenants(ports, tenant: str | None) -> list[str]:  # type: ignore[no-untyped-def]
@@ -225,10 +411,31 @@ def build_parser() -> argparse.ArgumentParser:
         "workers",
         help="run pipeline workers (all roles by default)",
         description="Runs stage workers in Kafka consumer groups until SIGINT/SIGTERM. "
-        f"Roles: {', '.join(ROLES)}. Serves Prometheus metrics on MANIFOLD_INGEST__METRICS_PORT.",
+        f"Roles: {', '.join(ROLES)} (default), reconcile, query. Serves Prometheus metrics on MANIFOLD_INGEST__METRICS_PORT.",
     )
-    workers.add_argument("--roles", help="comma-separated subset, e.g. parse,chunk")
+    workers.add_argument("--roles", help="comma-separated subset, e.g. parse,chunk; add 'query' to serve "
+                         "query requests (metrics on MANIFOLD_QUERY__METRICS_PORT)")
+    workers.add_argument("--query-threads", type=int, default=1, metavar="N",
+                         help="query consumers in this process (role 'query'); default 1")
     workers.set_defaults(run=_workers)
+
+    ask = sub.add_parser(
+        "ask",
+        help="ask the query workers a question (or send a plan) and print the reply",
+        description="Mints a token for --tenant from MANIFOLD_QUERY__TOKEN_KEY (the local development key by "
+        "default), sends the request on the query request topic and waits for the reply. A clarify reply "
+        "with --session stores its continuation in ~/.cache/manifold/sessions/<tenant>/<session>.json; "
+        "answer it with --session S --choice C. Exit 0 answered/partial/clarify/no_answer, 2 refused, "
+        "1 error or timeout.",
+    )
+    ask.add_argument("question", nargs="?", metavar="QUESTION")
+    ask.add_argument("--tenant", required=True, help=tenant_help)
+    ask.add_argument("--json", action="store_true", help="print the full reply envelope")
+    ask.add_argument("--deadline-ms", type=int, metavar="N", help="default MANIFOLD_QUERY__DEFAULT_DEADLINE_MS")
+    ask.add_argument("--session", metavar="S", help="session name for clarify turns")
+    ask.add_argument("--choice", metavar="C", help="the candidate chosen for the session's pending clarification")
+    ask.add_argument("--plan", metavar="FILE.json", help="send this explicit plan instead of a question")
+    ask.set_defaults(run=_ask)
 
     status = sub.add_parser("status", help="per document: active version, state, artifact counts per store")
     status.add_argument("--tenant", help=tenant_help + "; default all tenants")

@@ -15,3 +15,9 @@ DLQ_ACTIONS = "manifold.dlq.actions"
 
 PIPELINE_TOPICS = (DOCUMENTS, STAGE_PARSED, STAGE_CHUNKED, STAGE_EMBEDDED, STAGE_EXTRACTED, PUBLISH, DLQ)
 DEFAULT_PARTITIONS = 6
+
+# Query request/reply (keyed by request id). Created by the query workers (and the client) with
+# DEFAULT_PARTITIONS; a client may reply-to `QUERY_REPLIES + ".<suffix>"` (it creates that topic).
+QUERY_REQUESTS = "manifold.query.requests"
+QUERY_REPLIES = "manifold.query.replies"
+QUERY_TOPICS = (QUERY_REQUESTS, QUERY_REPLIES)

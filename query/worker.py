@@ -1,0 +1,262 @@
+"""The query worker: consumes requests, answers them, produces replies (DESIGN.md §4, §5).
+
+Loop order per message: decode → verify token → deadline check → answer → produce the reply →
+wait for the broker's acknowledgement → commit the request's offset.
+
+Guarantees:
+- At-least-once: a request's offset is committed only after its reply was acknowledged by Kafka.
+  A reply that cannot be delivered is retried (with backoff) until it is, or until `stop` is
+  set; then the offset stays uncommitted and the request is served again by whichever worker
+  gets the partition next. Answers are reads, so a duplicate reply is harmless; clients
+  de-duplicate by request id.
+- Nothing in a request can bypass the token: an undecodable request, a missing/invalid token or
+  a body naming a tenant gets a `refused` or `error` reply with the reason and no data, and the
+  answerer is never called for it. The answerer sees only verified `Principal`s.
+- The answerer cannot crash the loop: an exception becomes an `error` reply.
+- Replies go only to the configured reply topic or topics under it (`protocol.decode_request`).
+  If a reply topic under it does not exist, the error is sent to the configured reply topic.
+- Several workers (threads or processes) in the group `manifold.query` share the partitions of
+  the request topic: scale out by starting more.
+- Metrics (`manifold_query_requests_total{status}`, `manifold_query_seconds{status}`) have
+  bounded labels; one structured log line per request (request_id, tenant, status, elapsed_ms).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
+from prometheus_client import Counter, Histogram
+
+from manifold.query import protocol
+from manifold.query.auth import TokenError, TokenVerifier
+from manifold.query.composition import Answerer
+from manifold.query.types import Principal, QueryReply, QueryRequest
+from manifold.shared import topics
+from manifold.shared.config import ManifoldSettings
+from manifold.shared.kafka import consumer_config, ensure_topics, producer_config
+
+log = logging.getLogger(__name__)
+
+GROUP_ID = "manifold.query"
+REQUIRED_SCOPE = "query:read"
+
+REQUESTS = Counter("manifold_query_requests_total", "Query requests finished, by reply status", ["status"])
+LATENCY = Histogram(
+    "manifold_query_seconds",
+    "Time from taking a request to its reply being acknowledged, by reply status",
+    ["status"],
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60),
+)
+DELIVERY_RETRIES = Counter("manifold_query_reply_retries_total", "Reply deliveries retried")
+
+# Delivery failures that retrying the same topic cannot fix.
+_PERMANENT = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.TOPIC_AUTHORIZATION_FAILED,
+              KafkaError.MSG_SIZE_TOO_LARGE, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What to send for one request: the reply, where, and for the log line the tenant."""
+
+    reply: QueryReply
+    topic: str
+    tenant: str
+
+
+def handle(msg_value: bytes | None, headers: Any, key: bytes | None, *, settings: ManifoldSettings,
+           verifier: TokenVerifier, answerer: Answerer) -> Outcome:
+    """Turn one request message into the reply to send (pure apart from the answerer; never raises)."""
+    started = time.monotonic()
+    allowed = settings.query.reply_topic
+
+    def ms() -> float:
+        return round((time.monotonic() - started) * 1000, 3)
+
+    try:
+        request, token = protocol.decode_request(msg_value, headers, allowed_reply_topic=allowed)
+    except protocol.BadRequest as err:
+        return Outcome(protocol.bad_request_reply(err, key, elapsed_ms=ms()), err.reply_topic or allowed, "-")
+    try:
+        principal = verifier.verify(token)
+    except TokenError as err:
+        reply = protocol.status_reply(request.request_id, "refused", f"invalid token: {err.reason}",
+                                      policy=("token: refused",), elapsed_ms=ms())
+        return Outcome(reply, request.reply_topic, "-")
+    if REQUIRED_SCOPE not in principal.scopes:
+        reply = protocol.status_reply(request.request_id, "refused", f"token lacks scope {REQUIRED_SCOPE!r}",
+                                      policy=("token: ok", "scope: refused"), elapsed_ms=ms())
+        return Outcome(reply, request.reply_topic, principal.tenant_id)
+    now = protocol.utcnow()
+    if request.deadline <= now:
+        reply = protocol.status_reply(request.request_id, "error", "deadline passed before work started",
+                                      policy=("token: ok",), elapsed_ms=ms())
+        return Outcome(reply, request.reply_topic, principal.tenant_id)
+    latest = now + timedelta(milliseconds=settings.query.max_deadline_ms)
+    if request.deadline > latest:  # a caller cannot hold a worker longer than the configured cap
+        request = request.model_copy(update={"deadline": latest})
+    return Outcome(_answer(answerer, request, principal, ms), request.reply_topic, principal.tenant_id)
+
+
+def _answer(answerer: Answerer, request: QueryRequest, principal: Principal, ms: Any) -> QueryReply:
+    try:
+        reply = answerer.answer(request, principal)
+        if not isinstance(reply, QueryReply):
+            raise TypeError(f"answerer returned {type(reply).__name__}, not QueryReply")
+    except Exception as err:  # noqa: BLE001 - an answerer bug must not stop the worker
+        log.exception("answerer failed on request %s", request.request_id)
+        return protocol.status_reply(request.request_id, "error", f"answerer failed: {type(err).__name__}: {err}"[:500],
+                                     policy=("token: ok",), elapsed_ms=ms())
+    if reply.request_id != request.request_id:  # correlation is the worker's promise, not the answerer's
+        reply = reply.model_copy(update={"request_id": request.request_id})
+    return reply
+
+
+class QueryWorker:
+    """One consumer in the query group: serves requests one at a time until `stop` is set."""
+
+    def __init__(self, settings: ManifoldSettings, answerer: Answerer, consumer: Consumer, producer: Producer,
+                 verifier: TokenVerifier, *, retry_initial_s: float = 0.5, retry_max_s: float = 10.0) -> None:
+        self.settings = settings
+        self.answerer = answerer
+        self.consumer = consumer
+        self.producer = producer
+        self.verifier = verifier
+        self.retry_initial_s = retry_initial_s
+        self.retry_max_s = retry_max_s
+
+    def run(self, stop: threading.Event, poll_s: float = 0.5) -> None:
+        self.consumer.subscribe([self.settings.query.request_topic])
+        try:
+            while not stop.is_set():
+                msg = self.consumer.poll(poll_s)
+                if msg is None:
+                    continue
+                if msg.error() is not None:
+                    log.warning("query consumer error: %s", msg.error())
+                    continue
+                if not self.process(msg, stop):
+                    return  # stopping with an undelivered reply: leave the offset uncommitted
+        finally:
+            self.producer.flush(5)
+            self.consumer.close()
+
+    def process(self, msg: Message, stop: threading.Event) -> bool:
+        """Serve one request; True once its reply is acknowledged and its offset committed."""
+        started = time.monotonic()
+        out = handle(msg.value(), msg.headers(), msg.key(), settings=self.settings, verifier=self.verifier,
+                     answerer=self.answerer)
+        if not self._deliver(out, stop):
+            return False
+        self.consumer.commit(message=msg, asynchronous=False)
+        elapsed = time.monotonic() - started
+        status = out.reply.status
+        REQUESTS.labels(status).inc()
+        LATENCY.labels(status).observe(elapsed)
+        log.info("query request_id=%s tenant=%s status=%s elapsed_ms=%.1f%s", out.reply.request_id, out.tenant,
+                 status, elapsed * 1000, f" error={out.reply.error!r}" if out.reply.error else "")
+        return True
+
+    def _deliver(self, out: Outcome, stop: threading.Event) -> bool:
+        """Produce the reply and wait for the acknowledgement, retrying until done or `stop`."""
+        topic, reply = out.topic, out.reply
+        delay = self.retry_initial_s
+        while True:
+            err = self._send_once(topic, reply.request_id.encode(), protocol.encode_reply(reply), stop)
+            if err is None:
+                return True
+            if err == "stopped":
+                return False
+            code = err.code()
+            default = self.settings.query.reply_topic
+            if code == KafkaError.MSG_SIZE_TOO_LARGE and reply.status != "error":
+                reply = protocol.status_reply(reply.request_id, "error", "reply too large for the bus",
+                                              policy=reply.trace.policy)
+            elif code in _PERMANENT and topic != default:
+                log.warning("reply topic %s unusable (%s); telling the client on %s", topic, err, default)
+                reply = protocol.status_reply(reply.request_id, "error", f"reply topic {topic!r} unusable: {err.str()}",
+                                              policy=reply.trace.policy)
+                topic = default
+            else:
+                DELIVERY_RETRIES.inc()
+                log.warning("reply %s to %s not delivered (%s); retrying in %.1fs", reply.request_id, topic, err, delay)
+                if stop.wait(delay):
+                    return False
+                delay = min(delay * 2, self.retry_max_s)
+
+    def _send_once(self, topic: str, key: bytes, value: bytes, stop: threading.Event) -> KafkaError | str | None:
+        result: list[KafkaError | None] = []
+
+        def on_delivery(err: KafkaError | None, _msg: Any) -> None:
+            result.append(err)
+
+        while True:
+            try:
+                self.producer.produce(topic, key=key, value=value, on_delivery=on_delivery)
+                break
+            except BufferError:
+                self.producer.poll(0.5)
+            except KafkaException as err:  # rejected locally, e.g. message too large
+                return err.args[0]  # type: ignore[no-any-return]
+        while not result:
+            self.producer.flush(1.0)
+            if not result and stop.is_set():
+                return "stopped"
+        return result[0]
+
+
+def _producer(settings: ManifoldSettings, client_id: str) -> Producer:
+    config = producer_config(settings.kafka.bootstrap_servers, client_id)
+    config["message.timeout.ms"] = 30_000  # learn about an undeliverable reply in bounded time
+    return Producer(config)
+
+
+def serve(settings: ManifoldSettings, stop: threading.Event, answerer: Answerer, *, threads: int = 1,
+          group_id: str = GROUP_ID) -> None:
+    """Serve query requests with `threads` consumers in `group_id` until `stop` is set.
+
+    Ensures the request and reply topics exist (`topics.DEFAULT_PARTITIONS` partitions). Refuses
+    to start with an insecure token key (`auth.InsecureKey`). The answerer is shared by the
+    threads and must be thread-safe. Does not close the answerer (its owner does) and does not
+    serve /metrics (`start_metrics` does). Raises RuntimeError if a consumer thread died.
+    """
+    if threads < 1:
+        raise ValueError("threads must be >= 1")
+    verifier = TokenVerifier.from_settings(settings)
+    q = settings.query
+    ensure_topics(settings.kafka.bootstrap_servers, (q.request_topic, q.reply_topic), topics.DEFAULT_PARTITIONS)
+    failures: list[BaseException] = []
+
+    def work(n: int) -> None:
+        client_id = f"manifold-query-{os.getpid()}-{n}"
+        worker = QueryWorker(settings, answerer,
+                             Consumer(consumer_config(settings.kafka.bootstrap_servers, group_id, client_id)),
+                             _producer(settings, client_id), verifier)
+        try:
+            worker.run(stop)
+        except BaseException as err:  # a worker stops only on an unrecoverable fault
+            log.exception("query worker %d stopped: %s", n, err)
+            failures.append(err)
+            stop.set()
+
+    pool = [threading.Thread(target=work, args=(n,), name=f"manifold-query-{n}", daemon=True) for n in range(threads)]
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join()
+    if failures:
+        raise RuntimeError(f"{len(failures)} query worker(s) stopped on errors: {failures[0]}")
+
+
+def start_metrics(settings: ManifoldSettings) -> None:
+    """Serve /metrics on `query.metrics_port` (127.0.0.1); 0 disables it."""
+    if settings.query.metrics_port:
+        from prometheus_client import start_http_server
+
+        start_http_server(settings.query.metrics_port, addr="127.0.0.1")
