@@ -1,13 +1,22 @@
 """Composition root of a query worker process: builds the `Answerer` from settings.
 
-Nothing connects at import time; `build_answerer` connects lazily on first use.
+Guarantees:
+- Nothing connects at import time or in `build_answerer`: the clients and drivers it creates
+  connect on first use, so a worker starts (and reports) even while a store is down.
+- Query code gets read-only access only: PostgreSQL through the `manifold_query` role (serving
+  views, read-only transactions, row-level security), Neo4j through READ transactions, and
+  Elasticsearch searches that always carry the tenant and serving filters.
+- One answerer is shared by all consumer threads: every part is thread-safe (per-thread
+  PostgreSQL connections, thread-safe ES client and Neo4j driver, a locked catalog cache).
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+import threading
+from collections.abc import Sequence
+from typing import Any, Protocol
 
-from manifold.query.types import Principal, QueryReply, QueryRequest
+from manifold.query.types import Principal, QueryReply, QueryRequest, StepResult
 from manifold.shared.config import ManifoldSettings
 
 
@@ -20,6 +29,106 @@ class Answerer(Protocol):
     def close(self) -> None: ...
 
 
-def build_answerer(settings: ManifoldSettings) -> Answerer:
-    """The real answerer over the stores named in `settings` (filled in by the query engine)."""
-    raise NotImplementedError("query engine not wired yet")
+class _Sourced:
+    """An executor labelled with the store it depends on (the engine's breakers count per source)."""
+
+    def __init__(self, executor: Any, source: str) -> None:
+        self._executor = executor
+        self.source = source
+
+    def run(self, params: Any, *, tenant_id: str, timeout_s: float) -> StepResult:
+        return self._executor.run(params, tenant_id=tenant_id, timeout_s=timeout_s)
+
+
+class _ManifestActive:
+    """`service.ActiveVersions` over the manifest, read through the query role."""
+
+    def __init__(self, connections: Any) -> None:
+        self._db = connections
+
+    def active(self, tenant_id: str, document_ids: Sequence[str]) -> dict[str, int]:
+        from manifold.shared.stores.serving import active_versions
+
+        with self._db.transaction(tenant_id) as conn:
+            return active_versions(conn, tenant_id, list(document_ids))
+
+
+class _SignedContinuations:
+    """`service.Continuations` over `sessions.seal/open_` with the token key."""
+
+    def __init__(self, key: str) -> None:
+        self._key = key
+
+    def seal(self, state: dict[str, Any], *, tenant_id: str, session_id: str) -> str:
+        from manifold.query import sessions
+
+        return sessions.seal(state, key=self._key, tenant_id=tenant_id, session_id=session_id)
+
+    def open(self, blob: str, *, tenant_id: str, session_id: str) -> dict[str, Any]:
+        from manifold.query import sessions
+
+        return sessions.open_(blob, key=self._key, tenant_id=tenant_id, session_id=session_id)
+
+
+class _LazyClassifier:
+    """Trains the intent classifier on first use (a few seconds), once per process."""
+
+    def __init__(self, embedder: Any) -> None:
+        self._embedder = embedder
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        with self._lock:
+            if self._model is None:
+                from manifold.query.classifier import train_default
+
+                self._model = train_default(self._embedder)
+        return getattr(self._model, name)
+
+
+def build_answerer(settings: ManifoldSettings) -> Any:
+    """The real `QueryService` over the stores named in `settings`."""
+    import neo4j
+    from elasticsearch import Elasticsearch
+
+    from manifold.query import guard, router
+    from manifold.query.breaker import Breakers
+    from manifold.query.catalog import CatalogReader
+    from manifold.query.engine import Engine
+    from manifold.query.executors.bm25 import BM25Executor
+    from manifold.query.executors.exact import ExactLookupExecutor
+    from manifold.query.executors.graph import GraphExpandExecutor
+    from manifold.query.executors.hybrid import HybridExecutor
+    from manifold.query.executors.metric import MetricExecutor
+    from manifold.query.executors.resolve import ResolveEntityExecutor
+    from manifold.query.executors.vector import VectorExecutor
+    from manifold.query.service import QueryService
+    from manifold.shared.embedding import SentenceTransformerEmbedder
+    from manifold.shared.stores.postgres import TenantConnections
+
+    q = settings.query
+    pg = TenantConnections(settings.postgres.query_conninfo(), vectors=True)
+    es = Elasticsearch(settings.elasticsearch.url, request_timeout=max(q.statement_timeout_ms / 1000, 1.0))
+    driver = neo4j.GraphDatabase.driver(settings.neo4j.uri, auth=(settings.neo4j.user,
+                                                                  settings.neo4j.password.get_secret_value()))
+    embedder = SentenceTransformerEmbedder()
+    catalog = CatalogReader(driver, pg, settings)
+    exact = ExactLookupExecutor(es, pg, q)
+    bm25 = BM25Executor(es, pg, q)
+    vector = VectorExecutor(pg, embedder, q)
+    executors = {
+        "resolve_entity": _Sourced(ResolveEntityExecutor(catalog), "neo4j"),
+        "exact_lookup": _Sourced(exact, "elasticsearch"),
+        "bm25_search": _Sourced(bm25, "elasticsearch"),
+        "vector_search": _Sourced(vector, "postgres"),
+        "hybrid_search": _Sourced(HybridExecutor(exact, bm25, vector, q), "hybrid"),
+        "metric_query": _Sourced(MetricExecutor(pg, settings), "postgres"),
+        "graph_expand": _Sourced(GraphExpandExecutor(driver, pg, settings), "neo4j"),
+    }
+    engine = Engine(executors, Breakers(failures=q.breaker_failures, reset_s=q.breaker_reset_s))
+    service = QueryService(engine=engine, catalog=catalog, active=_ManifestActive(pg),
+                           continuations=_SignedContinuations(q.token_key.get_secret_value()),
+                           screen=guard.screen, route=router.route, apply_choice=router.apply_choice,
+                           classifier=_LazyClassifier(embedder), closers=(es.close, driver.close))
+    return service

@@ -60,6 +60,7 @@ class QueryService:
     def __init__(self, *, engine: Engine, catalog: Catalog, active: ActiveVersions,
                  continuations: Continuations, screen: Callable[[str], Any], route: Callable[..., Any],
                  apply_choice: Callable[[Any, str], Any], classifier: Any = None,
+                 closers: Sequence[Callable[[], None]] = (),
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._engine = engine
         self._catalog = catalog
@@ -70,9 +71,13 @@ class QueryService:
         self._apply_choice = apply_choice
         self._classifier = classifier
         self._clock = clock
+        self._closers = list(closers)
 
     def close(self) -> None:
+        """Stop the engine's threads and release the store clients handed in as `closers`."""
         self._engine.close()
+        for close in self._closers:
+            close()
 
     def answer(self, request: QueryRequest, principal: Principal) -> QueryReply:
         started = self._clock()
