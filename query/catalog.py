@@ -1,0 +1,156 @@
+"""The tenant's catalog of resolvable names: `CatalogReader.load(tenant_id)`.
+
+Guarantees:
+- **Active only.** An entity is listed only if it has at least one `MENTIONED_IN` link marked
+  `active = true` (a mention by the active version of some document). Entities known only from
+  retired or staged versions are not resolvable.
+- **Tenant-scoped twice.** The Cypher names `tenant_id = $tenant` on every node and relationship
+  it matches; product descriptions come from the `serving_*` views through the read-only query
+  role under row-level security with the tenant set per transaction, plus an explicit
+  `tenant_id = %s` predicate. The tenant is only ever the `tenant_id` argument.
+- **Read-only.** Neo4j is read in a READ session (`execute_read`) with a transaction timeout;
+  PostgreSQL in a read-only REPEATABLE READ transaction as `manifold_query`.
+- **Kinds.** Only the kinds in `types.EntityKind` (company, supplier, product, product_group,
+  contract, invoice, credit_note, order) are listed; other node types (e.g. Person) are not.
+- **Aliases.** A product's description (catalog item `attributes->>'description'`, or a record
+  line's description) is added as an alias, so "differential pressure sensor" resolves to
+  PRD-482.
+- **Cache.** Results are cached per tenant for `ttl_s` seconds (default 30, 0 disables) in
+  process memory; a newly activated or retired version may therefore take up to `ttl_s` to
+  appear in or vanish from name resolution. Downstream steps still apply the active-version
+  checks, so a stale cache entry can cause a resolution but never a stale citation.
+- Entries come back sorted by (kind, name, entity_id): the same data gives the same tuple.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import neo4j
+from neo4j import exceptions as neo4j_errors
+
+from manifold.query.types import CatalogEntry
+from manifold.shared.config import ManifoldSettings
+from manifold.shared.errors import Transient
+from manifold.shared.stores.manifest import check_tenant
+from manifold.shared.stores.postgres import TenantConnections
+from manifold.shared.stores.serving import cypher_active
+
+__all__ = ["CatalogReader", "NODE_TYPE_TO_KIND"]
+
+NODE_TYPE_TO_KIND: dict[str, str] = {
+    "Company": "company",
+    "Supplier": "supplier",
+    "Product": "product",
+    "ProductGroup": "product_group",
+    "Contract": "contract",
+    "Invoice": "invoice",
+    "CreditNote": "credit_note",
+    "Order": "order",
+}
+"""Graph node `type` -> catalog kind. Types not listed are never resolvable."""
+
+_ENTITIES_CYPHER = (
+    "MATCH (e:Entity {tenant_id: $tenant})-[m:MENTIONED_IN]->(v:DocumentVersion {tenant_id: $tenant}) "
+    "WHERE " + cypher_active("m") + " AND e.type IN $types "
+    "RETURN DISTINCT e.entity_id AS entity_id, e.type AS type, e.canonical_key AS key, "
+    "e.name AS name, coalesce(e.aliases, []) AS aliases"
+)
+
+_PRODUCT_DESCRIPTIONS_SQL = (
+    "SELECT upper(r.number) AS code, r.attributes->>'description' AS description "
+    "FROM serving_records r "
+    "WHERE r.tenant_id = %(tenant)s AND r.record_type = 'catalog_item' "
+    "AND r.attributes->>'description' IS NOT NULL "
+    "UNION "
+    "SELECT upper(l.product_code), l.description "
+    "FROM serving_record_lines l "
+    "WHERE l.tenant_id = %(tenant)s AND l.product_code IS NOT NULL AND l.description IS NOT NULL"
+)
+
+_ALIAS_CAP = 20
+"""At most this many aliases per entry (keeps fuzzy matching bounded)."""
+
+
+class CatalogReader:
+    """Loads a tenant's resolvable names from Neo4j (+ product descriptions from PostgreSQL)."""
+
+    def __init__(self, driver: neo4j.Driver, connections: TenantConnections, settings: ManifoldSettings,
+                 *, ttl_s: float = 30.0) -> None:
+        self._driver = driver
+        self._db = connections
+        self._timeout_s = settings.query.statement_timeout_ms / 1000.0
+        self._ttl_s = ttl_s
+        self._cache: dict[str, tuple[float, tuple[CatalogEntry, ...]]] = {}
+        self._lock = threading.Lock()
+
+    def load(self, tenant_id: str) -> tuple[CatalogEntry, ...]:
+        """The tenant's catalog (see the module docstring); cached for `ttl_s` seconds."""
+        check_tenant(tenant_id)
+        now = time.monotonic()
+        with self._lock:
+            cached = self._cache.get(tenant_id)
+            if cached is not None and cached[0] > now:
+                return cached[1]
+        entries = self._read(tenant_id)
+        if self._ttl_s > 0:
+            with self._lock:
+                self._cache[tenant_id] = (now + self._ttl_s, entries)
+        return entries
+
+    def invalidate(self, tenant_id: str | None = None) -> None:
+        """Forget the cached catalog of one tenant (or of all)."""
+        with self._lock:
+            if tenant_id is None:
+                self._cache.clear()
+            else:
+                self._cache.pop(tenant_id, None)
+
+    def _read(self, tenant_id: str) -> tuple[CatalogEntry, ...]:
+        rows = self._graph_rows(tenant_id)
+        descriptions = self._product_descriptions(tenant_id) if any(
+            r["type"] == "Product" for r in rows) else {}
+        entries = []
+        for row in rows:
+            kind = NODE_TYPE_TO_KIND.get(row["type"])
+            if kind is None or not row["entity_id"] or not row["name"]:
+                continue
+            key = row["key"] or row["name"]
+            extra = descriptions.get(str(key).upper(), ()) if kind == "product" else ()
+            aliases = _unique(a for a in (*row["aliases"], *extra)
+                              if isinstance(a, str) and a and a not in (row["name"], key))
+            entries.append(CatalogEntry(kind=kind, entity_id=row["entity_id"], key=key, name=row["name"],
+                                        aliases=aliases[:_ALIAS_CAP]))
+        entries.sort(key=lambda e: (e.kind, e.name.lower(), e.entity_id))
+        return tuple(entries)
+
+    def _graph_rows(self, tenant_id: str) -> list[dict[str, Any]]:
+        def work(tx: neo4j.ManagedTransaction) -> list[dict[str, Any]]:
+            result = tx.run(_ENTITIES_CYPHER, tenant=tenant_id, types=list(NODE_TYPE_TO_KIND))
+            return [record.data() for record in result]
+
+        try:
+            with self._driver.session(default_access_mode=neo4j.READ_ACCESS) as session:
+                return session.execute_read(neo4j.unit_of_work(timeout=self._timeout_s)(work))
+        except (neo4j_errors.ServiceUnavailable, neo4j_errors.SessionExpired,
+                neo4j_errors.TransientError) as exc:
+            raise Transient(f"neo4j unavailable while loading the catalog: {exc}") from exc
+
+    def _product_descriptions(self, tenant_id: str) -> dict[str, tuple[str, ...]]:
+        found: dict[str, list[str]] = {}
+        with self._db.transaction(tenant_id, snapshot=True) as conn:
+            conn.execute("SELECT set_config('statement_timeout', %s, true)",
+                         (str(max(50, int(self._timeout_s * 1000))),))
+            for code, description in conn.execute(_PRODUCT_DESCRIPTIONS_SQL, {"tenant": tenant_id}):
+                found.setdefault(code, []).append(description.strip())
+        return {code: _unique(sorted(d for d in descs if d)) for code, descs in found.items()}
+
+
+def _unique(values: Iterable[str]) -> tuple[str, ...]:
+    seen: dict[str, None] = {}
+    for value in values:
+        seen.setdefault(value, None)
+    return tuple(seen)
