@@ -122,7 +122,7 @@ def build_answerer(settings: ManifoldSettings) -> Any:
         "exact_lookup": _Sourced(exact, "elasticsearch"),
         "bm25_search": _Sourced(bm25, "elasticsearch"),
         "vector_search": _Sourced(vector, "postgres"),
-        "hybrid_search": _Sourced(HybridExecutor(exact, bm25, vector, q), "hybrid"),
+        "hybrid_search": _Sourced(HybridExecutor(exact, bm25, vector, pg, q), "hybrid"),
         "metric_query": _Sourced(MetricExecutor(pg, settings), "postgres"),
         "graph_expand": _Sourced(GraphExpandExecutor(driver, pg, settings), "neo4j"),
     }

@@ -1,0 +1,87 @@
+"""`bm25_search`: lexical relevance over chunk text and section titles in Elasticsearch.
+
+Guarantees of `BM25Executor.run(params, *, tenant_id, timeout_s)`:
+- One `multi_match` (best_fields, tie_breaker 0.3) over `text` and `section_title.text`
+  (boost `TITLE_BOOST`: headings live in section titles, not in chunk text), inside a bool
+  filter that always carries `es_active_filter(tenant_id)` and, when given, a `terms` filter on
+  `document_ids`. `size = params.limit`; the search carries an ES `timeout` and a client request
+  timeout from `timeout_s`. A partial (timed-out) answer is returned with a `timeout` gap.
+- Hits are ranked 1..n in Elasticsearch's order (score, then chunk id); `score` = BM25 score.
+- Unreachable cluster, request timeout or 429/5xx raise `Transient`.
+- Last, the active-version check through the query role (`result["dropped_inactive"]`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from elasticsearch import Elasticsearch
+
+from manifold.query.evidence import (StoreClock, chunk_evidence, es_errors, final_check, hit_from_es, now_utc,
+                                     require_list, unique)
+from manifold.query.plan import BM25SearchParams
+from manifold.query.types import Gap, StepResult, TextHit
+from manifold.shared.config import QuerySettings
+from manifold.shared.stores.elasticsearch import ES_ALIAS
+from manifold.shared.stores.postgres import TenantConnections
+from manifold.shared.stores.serving import es_active_filter
+
+TITLE_BOOST = 0.5
+
+
+def bm25_query(query: str, tenant_id: str, document_ids: Sequence[str] | None) -> dict[str, Any]:
+    """The Elasticsearch query body (exposed for tests and the benchmark)."""
+    filters = es_active_filter(tenant_id)
+    if document_ids is not None:
+        filters = [*filters, {"terms": {"document_id": list(document_ids)}}]
+    return {"bool": {
+        "filter": filters,
+        "must": [{"multi_match": {"query": query, "type": "best_fields", "tie_breaker": 0.3,
+                                  "fields": ["text", f"section_title.text^{TITLE_BOOST}"]}}],
+    }}
+
+
+class BM25Executor:
+    """BM25 over the tenant's serving chunks (see module docstring)."""
+
+    def __init__(self, es: Elasticsearch, db: TenantConnections, settings: QuerySettings, *,
+                 index: str = ES_ALIAS) -> None:
+        self._es = es
+        self._db = db
+        self._settings = settings
+        self._index = index
+
+    def run(self, params: BM25SearchParams, *, tenant_id: str, timeout_s: float) -> StepResult:
+        docs = require_list(params.document_ids, "document_ids")
+        clock = StoreClock()
+        gaps: list[Gap] = []
+        hits: list[TextHit] = []
+        if docs == []:
+            return StepResult(result={"dropped_inactive": 0}, gaps=(
+                Gap(kind="missing_data", step=None, detail="bm25: no documents in scope"),))
+        with clock, es_errors("elasticsearch (bm25)"):
+            res = self._es.options(request_timeout=max(timeout_s, 0.05)).search(
+                index=self._index, query=bm25_query(params.query, tenant_id, docs), size=params.limit,
+                timeout=f"{max(int(timeout_s * 1000), 10)}ms", sort=["_score", {"chunk_id": "asc"}],
+                track_scores=True,
+            )
+        if res.get("timed_out"):
+            gaps.append(Gap(kind="timeout", step=None, detail="bm25: elasticsearch returned partial results"))
+        for rank, h in enumerate(res["hits"]["hits"], start=1):
+            src = h["_source"]
+            if src.get("tenant_id") != tenant_id:  # defence in depth; the filter already holds it
+                continue
+            hits.append(hit_from_es(src, source_kind="bm25", rank=rank, score=h.get("_score")))
+        with clock, self._db.transaction(tenant_id) as conn:
+            kept, dropped = final_check(conn, tenant_id, hits)
+        kept = [h.model_copy(update={"rank": i}) for i, h in enumerate(kept, start=1)]
+        at = now_utc()
+        return StepResult(
+            outputs={"identifiers": unique(i for h in kept for i in h.identifiers),
+                     "document_ids": unique(h.document_id for h in kept)},
+            evidence=tuple(chunk_evidence(h, tenant_id=tenant_id, store="elasticsearch", retrieved_at=at)
+                           for h in kept),
+            hits=tuple(kept), gaps=tuple(gaps), rows=len(hits), store_ms=clock.ms,
+            result={"dropped_inactive": dropped, "timed_out": bool(res.get("timed_out"))},
+        )

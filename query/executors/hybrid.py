@@ -1,0 +1,144 @@
+"""`hybrid_search`: BM25 + vector (+ exact, when identifiers are given) fused into one ranking.
+
+Guarantees of `HybridExecutor.run(params, *, tenant_id, timeout_s)`:
+- The branches run in parallel on long-lived threads owned by the executor (`close()` stops
+  them), each with `params.candidates` depth, the same tenant, the same `document_ids` scope
+  and the step's timeout; each branch applies its own tenant filters and active-version check.
+- A branch that raises (including `Transient` and timeouts) does not fail the step: the others
+  still fuse and a `Gap(kind="degraded", detail="<branch> branch failed: ...")` is returned; a
+  branch still running `_GRACE_S` after the step budget counts as failed ("timed out"). Only
+  if every branch fails is `Transient` raised.
+- Fusion is `manifold.query.fusion.fuse` with `k = settings.rrf_k` and the weights of
+  `settings.rrf_weights[params.query_class]`: union, dedup (chunk id, content hash, overlap),
+  weighted RRF, identity hits first, per-document cap, at most `params.limit` chunks.
+- Output hits carry the fused rank and score; each evidence item carries every branch's original
+  rank in `claims["ranks"]`, the branches in `routes`, and merged duplicate ids in
+  `claims["duplicates"]`. Record evidence from the exact branch follows the chunk evidence.
+- A final active-version check runs on the fused hits; `result["dropped_inactive"]` counts the
+  branches' drops plus the final one's. `store_ms` is the sum of the branches' store time plus
+  the final check (branches overlap in time, so it can exceed the step's wall time).
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any
+
+from manifold.query.evidence import StoreClock, chunk_evidence, final_check, now_utc, require_list, unique
+from manifold.query.executors.bm25 import BM25Executor
+from manifold.query.executors.exact import ExactLookupExecutor
+from manifold.query.executors.vector import VectorExecutor
+from manifold.query.fusion import fuse
+from manifold.query.plan import BM25SearchParams, ExactLookupParams, HybridSearchParams, VectorSearchParams
+from manifold.query.types import Evidence, StepResult
+from manifold.shared.config import QuerySettings
+from manifold.shared.errors import Transient
+from manifold.shared.stores.postgres import TenantConnections
+
+_BRANCH_LIMIT = 100  # LIMIT_CAP of the per-operator params
+_BRANCHES = 3
+_CONCURRENT_STEPS = 2
+_GRACE_S = 0.5
+"""Beyond the step budget, how long to wait for a branch before calling it timed out (each
+store call is already bounded by its own timeout)."""
+
+
+class HybridExecutor:
+    """Parallel exact/BM25/vector branches and their fusion (see module docstring)."""
+
+    def __init__(self, exact: ExactLookupExecutor, bm25: BM25Executor, vector: VectorExecutor,
+                 db: TenantConnections, settings: QuerySettings) -> None:
+        self._exact = exact
+        self._bm25 = bm25
+        self._vector = vector
+        self._db = db
+        self._settings = settings
+        self._pool: ThreadPoolExecutor | None = None
+
+    def _threads(self) -> ThreadPoolExecutor:
+        """Long-lived branch threads (created on first use, never at construction), so each keeps
+        its per-thread PostgreSQL connection across calls instead of reconnecting every time."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=_BRANCHES * _CONCURRENT_STEPS, thread_name_prefix="hybrid")
+        return self._pool
+
+    def close(self) -> None:
+        """Stop the branch threads (running branches finish; nothing new starts)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+    def run(self, params: HybridSearchParams, *, tenant_id: str, timeout_s: float) -> StepResult:
+        docs = require_list(params.document_ids, "document_ids")
+        ids = require_list(params.identifiers, "identifiers") or []
+        depth = min(params.candidates, _BRANCH_LIMIT)
+        calls: dict[str, Any] = {
+            "bm25": lambda: self._bm25.run(
+                BM25SearchParams(query=params.query, limit=depth, document_ids=docs),
+                tenant_id=tenant_id, timeout_s=timeout_s),
+            "vector": lambda: self._vector.run(
+                VectorSearchParams(query=params.query, limit=depth, document_ids=docs),
+                tenant_id=tenant_id, timeout_s=timeout_s),
+        }
+        if ids:
+            calls["exact"] = lambda: self._exact.run(
+                ExactLookupParams(identifiers=ids, limit=depth), tenant_id=tenant_id, timeout_s=timeout_s,
+                document_ids=docs)
+        results: dict[str, StepResult] = {}
+        failed: dict[str, str] = {}
+        deadline = time.monotonic() + timeout_s + _GRACE_S
+        futures = {name: self._threads().submit(call) for name, call in calls.items()}
+        for name, future in futures.items():
+            try:
+                results[name] = future.result(timeout=max(0.0, deadline - time.monotonic()))
+            except FutureTimeout:
+                future.cancel()
+                failed[name] = f"timed out after {timeout_s:.2f}s"
+            except Exception as exc:  # a branch failure degrades the step, never fails it
+                failed[name] = f"{type(exc).__name__}: {exc}"
+        if not results:
+            raise Transient("hybrid search: every branch failed: " +
+                            "; ".join(f"{b}: {r}" for b, r in failed.items()))
+        weights = self._settings.rrf_weights.get(params.query_class) or self._settings.rrf_weights["default"]
+        fusion = fuse({b: r.hits for b, r in results.items()}, k=self._settings.rrf_k, weights=weights,
+                      per_document_cap=params.per_document_cap, limit=params.limit, failed=failed)
+        clock = StoreClock()
+        with clock, self._db.transaction(tenant_id) as conn:
+            checked, dropped = final_check(conn, tenant_id, [f.hit for f in fusion.hits])
+        active_ids = {h.chunk_id for h in checked}
+        kept = [f for f in fusion.hits if f.hit.chunk_id in active_ids]
+        stores = {e.chunk_id: e.store for r in results.values() for e in r.evidence if e.chunk_id}
+        at = now_utc()
+        evidence: list[Evidence] = []
+        hits = []
+        for rank, f in enumerate(kept, start=1):
+            hit = f.hit.model_copy(update={"rank": rank})
+            hits.append(hit)
+            claims: dict[str, Any] = {"ranks": dict(f.ranks), "fused_score": round(f.score, 6)}
+            if f.merged_ids:
+                claims["duplicates"] = list(f.merged_ids)
+            evidence.append(chunk_evidence(hit, tenant_id=tenant_id, store=stores.get(hit.chunk_id, "postgres"),
+                                           retrieved_at=at, routes=tuple(f.ranks), claims=claims))
+        if "exact" in results:
+            evidence += [e for e in results["exact"].evidence if e.kind == "record"]
+        gaps = [*fusion.gaps, *(g for r in results.values() for g in r.gaps)]
+        kept_docs = {h.document_id for h in hits}
+        return StepResult(
+            outputs={"identifiers": unique(i for h in hits for i in h.identifiers),
+                     "document_ids": unique(h.document_id for h in hits)},
+            evidence=tuple(evidence), hits=tuple(hits), gaps=tuple(gaps),
+            rows=sum(r.rows for r in results.values()),
+            store_ms=sum(r.store_ms for r in results.values()) + clock.ms,
+            result={
+                "branches": {b: len(r.hits) for b, r in results.items()},
+                "failed_branches": sorted(failed),
+                "vector_mode": results["vector"].result.get("vector_mode") if "vector" in results else None,
+                "candidates": fusion.candidates, "deduplicated": fusion.deduplicated, "capped": fusion.capped,
+                "documents": [{"document_id": d.document_id, "version": d.version, "score": round(d.score, 6),
+                               "chunk_ids": list(d.chunk_ids)}
+                              for d in fusion.documents if d.document_id in kept_docs],
+                "dropped_inactive": dropped + sum(int(r.result.get("dropped_inactive", 0)) for r in results.values()),
+            },
+        )

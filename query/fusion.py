@@ -1,0 +1,204 @@
+"""Fusion of ranked text branches (exact, BM25, vector) into one ranking: pure functions, no I/O.
+
+`fuse(branches, ...)` guarantees, in order:
+
+1. **Union.** Every hit of every branch that did not fail is a candidate. A branch that failed
+   (named in `failed`) contributes nothing and yields one `Gap(kind="degraded")`; the others
+   still fuse.
+2. **Deduplication.** Candidates are merged, in this order, when they have the same `chunk_id`;
+   the same `content_sha256` (identical text, e.g. a replicated document); or they *overlap*:
+   same document and section and one text is contained in the other, or their longest common
+   run of characters (at least `MIN_OVERLAP_CHARS`) covers more than `OVERLAP_SHARE` of the
+   shorter text (chunk overlap windows). The merged candidate keeps the better-ranked hit as its representative (best
+   branch rank, then branch order exact < bm25 < vector, then chunk id) and remembers every
+   merged chunk id in `merged_ids`. Per branch it keeps the *best* rank only, so a duplicate
+   never adds support from the same branch twice.
+3. **Weighted RRF.** `score = sum over branches b of weights[b] / (k + rank_b)`; a branch
+   missing from `weights` has weight 0.
+4. **Identity boost (deterministic).** Candidates carrying an exact identity hit
+   (`TextHit.identity`) sort before every other candidate; within each group the order is fused
+   score descending, then best rank, then chunk id. So an exact id match is never outranked by
+   a lexical or semantic neighbour, and the order is total (reproducible).
+5. **Per-document cap, then parent aggregation.** Walking that order, at most
+   `per_document_cap` chunks per document are kept; then at most `limit`. `documents` groups the
+   kept chunks by document (document score = its best chunk's fused score), best first.
+
+The output hits are copies of the representatives with `rank` = fused rank (1..n) and `score` =
+fused score; each `Fused` keeps every branch's original rank in `ranks`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from difflib import SequenceMatcher
+
+from manifold.query.types import Gap, TextHit
+
+BRANCH_ORDER = ("exact", "bm25", "vector")
+OVERLAP_SHARE = 0.8
+MIN_OVERLAP_CHARS = 40
+"""The share rule needs a common run at least this long: short rows such as table lines share
+most of their characters without being the same evidence."""
+
+
+@dataclass(frozen=True)
+class Fused:
+    """One fused chunk: the representative hit (fused rank and score) and its provenance."""
+
+    hit: TextHit
+    score: float
+    ranks: dict[str, int]
+    """branch -> that branch's original (best) rank for this chunk or any of its duplicates."""
+    identity: bool
+    merged_ids: tuple[str, ...] = ()
+    """Chunk ids folded into this one by deduplication (not including `hit.chunk_id`)."""
+
+
+@dataclass(frozen=True)
+class DocumentGroup:
+    document_id: str
+    version: int
+    score: float
+    chunk_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Fusion:
+    hits: tuple[Fused, ...]
+    documents: tuple[DocumentGroup, ...]
+    gaps: tuple[Gap, ...] = ()
+    candidates: int = 0
+    """Branch hits that entered the union (the same chunk from two branches counts twice)."""
+    deduplicated: int = 0
+    """Branch hits folded into another candidate (same chunk id, content hash or overlap)."""
+    capped: int = 0
+    """Candidates dropped by the per-document cap."""
+
+
+@dataclass
+class _Candidate:
+    hit: TextHit
+    branch: str
+    ranks: dict[str, int] = field(default_factory=dict)
+    identity: bool = False
+    merged: list[str] = field(default_factory=list)
+
+    def sort_key(self) -> tuple[int, int, str]:
+        """Better-ranked first: best rank over branches, then branch order, then chunk id."""
+        best = min(self.ranks.values())
+        branch = min((b for b, r in self.ranks.items() if r == best), key=_branch_index)
+        return (best, _branch_index(branch), self.hit.chunk_id)
+
+    def absorb(self, other: _Candidate) -> None:
+        """Merge `other` into self; the better-ranked hit stays the representative."""
+        ids = {self.hit.chunk_id, other.hit.chunk_id, *self.merged, *other.merged}
+        if other.sort_key() < self.sort_key():
+            self.hit, self.branch = other.hit, other.branch
+        for branch, rank in other.ranks.items():
+            self.ranks[branch] = min(rank, self.ranks.get(branch, rank))
+        self.identity = self.identity or other.identity
+        self.merged = sorted(ids - {self.hit.chunk_id})
+
+
+def _branch_index(branch: str) -> int:
+    return BRANCH_ORDER.index(branch) if branch in BRANCH_ORDER else len(BRANCH_ORDER)
+
+
+def union(branches: Mapping[str, Sequence[TextHit]]) -> list[_Candidate]:
+    """Every hit of every branch, merged by chunk id (best rank per branch)."""
+    by_id: dict[str, _Candidate] = {}
+    for branch in sorted(branches, key=_branch_index):
+        for hit in branches[branch]:
+            cand = _Candidate(hit=hit, branch=branch, ranks={branch: hit.rank}, identity=hit.identity)
+            if hit.chunk_id in by_id:
+                by_id[hit.chunk_id].absorb(cand)
+            else:
+                by_id[hit.chunk_id] = cand
+    return sorted(by_id.values(), key=_Candidate.sort_key)
+
+
+def overlaps(a: TextHit, b: TextHit, share: float = OVERLAP_SHARE) -> bool:
+    """Same document and section, and one text contains the other or their longest common run of
+    characters (at least `MIN_OVERLAP_CHARS`) covers more than `share` of the shorter text."""
+    if a.document_id != b.document_id or a.section_id != b.section_id:
+        return False
+    short, long_ = sorted((a.text, b.text), key=len)
+    if not short:
+        return False
+    if short in long_:
+        return True
+    match = SequenceMatcher(None, short, long_, autojunk=False).find_longest_match(0, len(short), 0, len(long_))
+    return match.size >= MIN_OVERLAP_CHARS and match.size > share * len(short)
+
+
+def deduplicate(candidates: list[_Candidate], share: float = OVERLAP_SHARE) -> list[_Candidate]:
+    """Merge candidates with the same content hash, then overlapping ones (see module docstring)."""
+    by_hash: dict[str, _Candidate] = {}
+    for cand in sorted(candidates, key=_Candidate.sort_key):
+        key = cand.hit.content_sha256
+        if key in by_hash:
+            by_hash[key].absorb(cand)
+        else:
+            by_hash[key] = cand
+    kept: list[_Candidate] = []
+    for cand in sorted(by_hash.values(), key=_Candidate.sort_key):
+        for other in kept:
+            if overlaps(other.hit, cand.hit, share):
+                other.absorb(cand)
+                break
+        else:
+            kept.append(cand)
+    return kept
+
+
+def rrf_score(ranks: Mapping[str, int], weights: Mapping[str, float], k: int) -> float:
+    """Weighted reciprocal rank fusion: sum of weights[b] / (k + rank_b)."""
+    return sum(weights.get(branch, 0.0) / (k + rank) for branch, rank in ranks.items())
+
+
+def fuse(branches: Mapping[str, Sequence[TextHit]], *, k: int, weights: Mapping[str, float],
+         per_document_cap: int, limit: int, failed: Mapping[str, str] | None = None) -> Fusion:
+    """Union, deduplicate, weighted-RRF, identity-first order, per-document cap, parent
+    aggregation (see the module docstring)."""
+    failed = dict(failed or {})
+    gaps = tuple(Gap(kind="degraded", step=None, detail=f"{branch} branch failed: {reason}")
+                 for branch, reason in sorted(failed.items(), key=lambda kv: _branch_index(kv[0])))
+    live = {b: hits for b, hits in branches.items() if b not in failed}
+    candidates = union(live)
+    total = sum(len(h) for h in live.values())
+    merged = deduplicate(candidates)
+    scored = [(c, rrf_score(c.ranks, weights, k)) for c in merged]
+    scored.sort(key=lambda cs: (not cs[0].identity, -cs[1], min(cs[0].ranks.values()), cs[0].hit.chunk_id))
+    per_doc: dict[str, int] = {}
+    kept: list[tuple[_Candidate, float]] = []
+    capped = 0
+    for cand, score in scored:
+        doc = cand.hit.document_id
+        if per_doc.get(doc, 0) >= per_document_cap:
+            capped += 1
+            continue
+        per_doc[doc] = per_doc.get(doc, 0) + 1
+        kept.append((cand, score))
+    kept = kept[:limit]
+    hits = tuple(
+        Fused(hit=cand.hit.model_copy(update={"rank": i, "score": score, "identity": cand.identity}), score=score,
+              ranks=dict(sorted(cand.ranks.items(), key=lambda kv: _branch_index(kv[0]))),
+              identity=cand.identity, merged_ids=tuple(cand.merged))
+        for i, (cand, score) in enumerate(kept, start=1)
+    )
+    return Fusion(hits=hits, documents=aggregate(hits), gaps=gaps, candidates=total,
+                  deduplicated=total - len(merged), capped=capped)
+
+
+def aggregate(hits: Sequence[Fused]) -> tuple[DocumentGroup, ...]:
+    """Group fused chunks by parent document; a document's score is its best chunk's score.
+    Documents are ordered by their best chunk's position in `hits`."""
+    groups: dict[str, list[Fused]] = {}
+    for f in hits:
+        groups.setdefault(f.hit.document_id, []).append(f)
+    return tuple(
+        DocumentGroup(document_id=doc, version=fs[0].hit.version, score=max(f.score for f in fs),
+                      chunk_ids=tuple(f.hit.chunk_id for f in fs))
+        for doc, fs in groups.items()
+    )

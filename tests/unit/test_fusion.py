@@ -1,0 +1,135 @@
+"""Fusion of ranked text branches: RRF math, dedup, identity order, caps, aggregation, degradation."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from manifold.query.fusion import deduplicate, fuse, overlaps
+from manifold.query.fusion import rrf_score, union
+from manifold.query.types import TextHit
+
+K = 60
+W = {"exact": 1.0, "bm25": 1.0, "vector": 1.0}
+
+
+def hit(chunk: str, rank: int, source: str = "bm25", *, doc: str = "d1", section: str = "s1",
+        text: str | None = None, identity: bool = False, version: int = 1) -> TextHit:
+    text = text if text is not None else f"text of {chunk}"
+    return TextHit(chunk_id=chunk, document_id=doc, version=version, section_id=section, text=text,
+                   content_sha256=hashlib.sha256(text.encode()).hexdigest(), source=source,  # type: ignore[arg-type]
+                   rank=rank, identity=identity)
+
+
+def test_rrf_score_is_weighted_sum_of_reciprocal_ranks() -> None:
+    score = rrf_score({"bm25": 3, "vector": 1}, {"bm25": 1.5, "vector": 0.75}, K)
+    assert score == pytest.approx(1.5 / 63 + 0.75 / 61)
+    assert rrf_score({"exact": 1}, {"bm25": 1.0}, K) == 0.0  # unweighted branch counts nothing
+
+
+def test_fuse_ranks_by_weighted_rrf_and_keeps_branch_ranks() -> None:
+    branches = {
+        "bm25": [hit("a", 1, doc="d1"), hit("b", 2, doc="d2"), hit("c", 3, doc="d3")],
+        "vector": [hit("c", 1, "vector", doc="d3"), hit("b", 2, "vector", doc="d2")],
+    }
+    out = fuse(branches, k=K, weights=W, per_document_cap=2, limit=10)
+    assert [f.hit.chunk_id for f in out.hits] == ["c", "b", "a"]
+    c, b, a = out.hits
+    assert c.score == pytest.approx(1 / 63 + 1 / 61)
+    assert b.score == pytest.approx(2 / 62)
+    assert a.score == pytest.approx(1 / 61)
+    assert c.ranks == {"bm25": 3, "vector": 1}
+    assert [f.hit.rank for f in out.hits] == [1, 2, 3]
+    assert out.hits[0].hit.score == pytest.approx(c.score)
+
+
+def test_weights_change_the_order() -> None:
+    branches = {"bm25": [hit("a", 1, doc="d1"), hit("b", 2, doc="d2")],
+                "vector": [hit("b", 1, "vector", doc="d2"), hit("a", 2, "vector", doc="d1")]}
+    lexical = fuse(branches, k=K, weights={"bm25": 1.5, "vector": 0.75}, per_document_cap=2, limit=10)
+    semantic = fuse(branches, k=K, weights={"bm25": 0.75, "vector": 1.5}, per_document_cap=2, limit=10)
+    assert [f.hit.chunk_id for f in lexical.hits] == ["a", "b"]
+    assert [f.hit.chunk_id for f in semantic.hits] == ["b", "a"]
+
+
+def test_dedup_by_chunk_id_keeps_best_rank_per_branch() -> None:
+    cands = union({"bm25": [hit("a", 4)], "vector": [hit("a", 2, "vector")]})
+    assert len(cands) == 1
+    assert cands[0].ranks == {"bm25": 4, "vector": 2}
+    assert cands[0].hit.source == "vector"  # better-ranked representative
+
+
+def test_dedup_by_content_hash_across_documents() -> None:
+    same = "Invoice INV-2026-0148 line 1"
+    branches = {"bm25": [hit("orig", 1, doc="inv.csv", text=same), hit("replica", 2, doc="replica/inv.csv", text=same)]}
+    out = fuse(branches, k=K, weights=W, per_document_cap=2, limit=10)
+    assert [f.hit.chunk_id for f in out.hits] == ["orig"]
+    assert out.hits[0].merged_ids == ("replica",)
+    assert out.hits[0].ranks == {"bm25": 1}  # a duplicate never adds support twice
+    assert out.deduplicated == 1
+
+
+def test_dedup_by_overlap_window_same_section_only() -> None:
+    base = "The differential pressure sensor must be calibrated every twelve months on a bench. " * 3
+    a = hit("a", 1, text=base)
+    b = hit("b", 2, text=base[10:] + " Tail.")  # overlaps a by > 80 %
+    other_section = hit("c", 3, section="s2", text=base[5:])
+    assert overlaps(a, b)
+    assert not overlaps(a, other_section)
+    assert overlaps(hit("x", 1, text="abc def"), hit("y", 2, text="zz abc def zz"))  # substring
+    kept = deduplicate(union({"bm25": [a, b, other_section]}))
+    assert [c.hit.chunk_id for c in kept] == ["a", "c"]
+    assert kept[0].merged == ["b"]
+
+
+def test_small_boundary_overlap_is_not_a_duplicate() -> None:
+    a = hit("a", 1, text="x" * 1000 + "shared tail of 150 characters" * 5)
+    b = hit("b", 2, text="shared tail of 150 characters" * 5 + "y" * 1000)
+    assert not overlaps(a, b)
+
+
+def test_identity_hits_sort_first_deterministically() -> None:
+    branches = {
+        "bm25": [hit("lex", 1, doc="d1"), hit("id2", 5, doc="d3")],
+        "vector": [hit("lex", 1, "vector", doc="d1")],
+        "exact": [hit("id1", 1, "exact", doc="d2", identity=True), hit("id2", 2, "exact", doc="d3", identity=True)],
+    }
+    out = fuse(branches, k=K, weights=W, per_document_cap=2, limit=10)
+    assert [f.hit.chunk_id for f in out.hits] == ["id2", "id1", "lex"]  # id2 has more support than id1
+    assert [f.identity for f in out.hits] == [True, True, False]
+    assert out.hits[0].hit.identity
+    again = fuse(branches, k=K, weights=W, per_document_cap=2, limit=10)
+    assert [f.hit.chunk_id for f in again.hits] == [f.hit.chunk_id for f in out.hits]
+
+
+def test_per_document_cap_then_limit_and_parent_aggregation() -> None:
+    branches = {"bm25": [hit("a1", 1, doc="A"), hit("a2", 2, doc="A"), hit("a3", 3, doc="A"),
+                         hit("b1", 4, doc="B"), hit("c1", 5, doc="C")]}
+    out = fuse(branches, k=K, weights=W, per_document_cap=2, limit=3)
+    assert [f.hit.chunk_id for f in out.hits] == ["a1", "a2", "b1"]
+    assert out.capped == 1
+    docs = out.documents
+    assert [d.document_id for d in docs] == ["A", "B"]
+    assert docs[0].chunk_ids == ("a1", "a2")
+    assert docs[0].score == pytest.approx(1 / 61)  # best chunk's fused score
+    assert docs[1].score == pytest.approx(1 / 64)
+
+
+def test_failed_branch_degrades_but_others_fuse() -> None:
+    out = fuse({"bm25": [hit("a", 1)], "vector": []}, k=K, weights=W, per_document_cap=2, limit=10,
+               failed={"vector": "Transient: postgres unavailable"})
+    assert [f.hit.chunk_id for f in out.hits] == ["a"]
+    assert len(out.gaps) == 1
+    gap = out.gaps[0]
+    assert gap.kind == "degraded" and gap.step is None
+    assert gap.detail == "vector branch failed: Transient: postgres unavailable"
+
+
+def test_empty_input_gives_empty_fusion() -> None:
+    out = fuse({}, k=K, weights=W, per_document_cap=2, limit=10)
+    assert out.hits == () and out.documents == () and out.gaps == ()
+
+
+def test_short_rows_sharing_most_characters_are_not_duplicates() -> None:
+    assert not overlaps(hit("r1", 1, text="PRD-482 | sensor | 120.50"), hit("r2", 2, text="PRD-483 | sensor | 310.00"))
