@@ -73,7 +73,8 @@ def compile_plan(route: Any, question: str, *, as_of: date) -> Plan:
     if exact and not aggregate:
         steps.append({"id": "lookup", "operator": "exact_lookup",
                       "params": {"identifiers": identifiers, "limit": 20}})
-    if text_route or not steps:
+    has_text_step = any(s["operator"] == "hybrid_search" for s in steps)
+    if (text_route and not has_text_step) or not steps:
         query = (route.topic or question).strip()
         if not query:
             raise PlanningGap("the question has no searchable topic, identifier or anchor")

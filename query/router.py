@@ -363,7 +363,9 @@ def _partial_allowed(tokens: list[_Token], first: int, last: int, hint: EntityKi
     span = tokens[first:last + 1]
     if any(t.norm in GENERIC or t.norm in STOPWORDS or len(t.norm) < 3 for t in span):
         return False
-    return hint is not None or all(t.capitalised for t in span)
+    # "the sensor": a definite article before one word names one specific thing, even lower-case
+    definite = first > 0 and first == last and tokens[first - 1].norm == "the"
+    return hint is not None or definite or all(t.capitalised for t in span)
 
 
 def _mentions(question: str, tokens: list[_Token], forms: list[_Form], masked: set[int]) -> list[_Mention]:

@@ -175,7 +175,8 @@ class QueryService:
                                                 tenant_id=principal.tenant_id,
                                                 session_id=request.session_id or "-")
         if anchor.candidates:
-            names = ", ".join(c.name for c in anchor.candidates)
+            names = ", ".join(f"{c.name} ({c.aliases[0]})" if c.aliases and c.aliases[0] != c.name else c.name
+                              for c in anchor.candidates)
             text = f"Which {anchor.kind.replace('_', ' ')} do you mean by \u201c{anchor.text}\u201d: {names}?"
         else:
             text = f"I could not find a {anchor.kind.replace('_', ' ')} called \u201c{anchor.text}\u201d. Which one do you mean?"
