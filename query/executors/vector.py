@@ -4,7 +4,7 @@ Guarantees of `VectorExecutor.run(params, *, tenant_id, timeout_s)`:
 - The query is embedded with the injected `Embedder` (never constructed here); embedding time
   is not store time.
 - One query-role transaction with the tenant set (RLS) and an explicit `tenant_id = %s`
-  predicate on `serving_chunks` (active versions only), optionally `document_id = ANY(%s)`;
+  predicate on `chunks` (active versions only, see below), optionally `document_id = ANY(%s)`;
   `statement_timeout` is set locally from the step budget (capped by
   `settings.statement_timeout_ms`). All SQL is parameterised, settings via `set_config`.
 - Mode: when the filtered active chunk count is below `settings.exact_search_below` the search is
@@ -15,12 +15,10 @@ Guarantees of `VectorExecutor.run(params, *, tenant_id, timeout_s)`:
 - Hits are ranked 1..n by distance (ties by chunk id); `score = 1 - cosine distance`.
 - `exact_neighbours(...)` and `search_vector(..., mode=...)` let a benchmark compare HNSW with
   exact search under the same tenant filter; `recall_at_k` is the pure comparison.
-- Known limitation (measured on pgvector 0.8.6): through the `security_barrier` view
-  `serving_chunks` the planner cannot turn `ORDER BY embedding <=> q LIMIT k` into an HNSW
-  index scan (the view stays a subquery), so "hnsw" mode today runs as a tenant-filtered scan
-  (via `chunks_version_idx`) plus sort: exact results, linear cost in the tenant's chunk count.
-  Real ANN needs a schema change (e.g. a query over `chunks` joined to the manifest, or a
-  definer function), which is outside this module.
+- Vectors are read from `chunks` itself, not the `serving_chunks` view: through the
+  security_barrier view the planner cannot turn `ORDER BY embedding <=> q LIMIT k` into an HNSW
+  index scan (measured on pgvector 0.8.6). The query role's SELECT on `chunks` is held by RLS to
+  its tenant AND, by the restrictive policy `query_active_only` (migration 5), to active versions.
 - Last, the active-version check (`result["dropped_inactive"]`); an unreachable server, an
   aborted transaction or a statement timeout raises `Transient`.
 """
@@ -45,16 +43,16 @@ VectorMode = Literal["exact", "hnsw"]
 
 _WHERE = ("c.tenant_id = %(tenant)s AND c.embedding IS NOT NULL "
           "AND (%(docs)s::text[] IS NULL OR c.document_id = ANY(%(docs)s))")
-_COUNT = f"SELECT count(*) FROM manifold.serving_chunks c WHERE {_WHERE}"
+_COUNT = f"SELECT count(*) FROM manifold.chunks c WHERE {_WHERE}"
 _INNER_COLS = ("c.tenant_id, c.chunk_id, c.document_id, c.version, c.section_id, c.ordinal, c.text, "
                "c.content_sha256, c.identifiers")
 _OUTER = (f"SELECT {CHUNK_COLUMNS}, c.distance FROM nn c "
           "LEFT JOIN manifold.serving_sections s ON s.tenant_id = c.tenant_id AND s.section_id = c.section_id "
           "WHERE c.tenant_id = %(tenant)s ORDER BY c.distance, c.chunk_id")
 _HNSW = (f"WITH nn AS (SELECT {_INNER_COLS}, c.embedding <=> %(v)s AS distance "
-         f"FROM manifold.serving_chunks c WHERE {_WHERE} ORDER BY c.embedding <=> %(v)s LIMIT %(limit)s) " + _OUTER)
+         f"FROM manifold.chunks c WHERE {_WHERE} ORDER BY c.embedding <=> %(v)s LIMIT %(limit)s) " + _OUTER)
 _EXACT = (f"WITH scored AS MATERIALIZED (SELECT {_INNER_COLS}, c.embedding <=> %(v)s AS distance "
-          f"FROM manifold.serving_chunks c WHERE {_WHERE}), "
+          f"FROM manifold.chunks c WHERE {_WHERE}), "
           "nn AS (SELECT * FROM scored ORDER BY distance, chunk_id LIMIT %(limit)s) " + _OUTER)
 
 

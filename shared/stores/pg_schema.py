@@ -335,11 +335,26 @@ REVOKE SELECT ON {SCHEMA}.documents, {SCHEMA}.document_versions, {SCHEMA}.sectio
     {SCHEMA}.records, {SCHEMA}.record_lines FROM {QUERY_ROLE};
 """
 
+_M5 = f"""
+-- pgvector can only use the HNSW index when the query reads `chunks` itself (through the
+-- security_barrier view the ORDER BY ... LIMIT stays a subquery and becomes a full scan). So the
+-- query role may read `chunks` directly, but a RESTRICTIVE policy (AND-ed with tenant_isolation)
+-- holds it to rows of the ACTIVE version in the manifest: the same guarantee as serving_chunks.
+SET LOCAL ROLE {OWNER_ROLE};
+CREATE POLICY query_active_only ON {SCHEMA}.chunks AS RESTRICTIVE FOR SELECT TO {QUERY_ROLE}
+    USING (EXISTS (SELECT 1 FROM {SCHEMA}.version_manifest m
+                   WHERE m.tenant_id = chunks.tenant_id AND m.document_id = chunks.document_id
+                     AND m.version = chunks.version AND m.state = 'active'));
+GRANT SELECT ON {SCHEMA}.chunks TO {QUERY_ROLE};
+RESET ROLE;
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "roles, tenant tables, row-level security, pgvector HNSW", _M1),
     Migration(2, "upstream version ledger", _M2),
     Migration(3, "publication manifest, serving views", _M3),
     Migration(4, "query role reads serving views only", _M4),
+    Migration(5, "query role reads active chunks directly (HNSW), restrictive active-only policy", _M5),
 )
 
 PG_SCHEMA_VERSION = str(MIGRATIONS[-1].version)
