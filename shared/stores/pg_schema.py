@@ -41,6 +41,8 @@ TENANT_TABLES = (
     "documents", "document_versions", "sections", "chunks", "records", "record_lines",
     "review_items", "staging_blobs", "stage_payloads",
 )
+"""Tenant tables of migration 1 (later migrations add `upstream_versions`, `version_manifest`,
+`embedding_states`, `chunk_vectors`, each with the same `tenant_isolation` policy)."""
 SERVING_TABLES = ("documents", "document_versions", "sections", "chunks", "records", "record_lines")
 
 _LOCK_KEY = 0x6D616E69666F6C64  # "manifold": one advisory lock for all migrators
@@ -349,12 +351,258 @@ GRANT SELECT ON {SCHEMA}.chunks TO {QUERY_ROLE};
 RESET ROLE;
 """
 
+
+def _active_only(table: str) -> str:
+    """Query role: rows of the ACTIVE version only (restrictive, AND-ed with tenant_isolation)."""
+    return f"""
+CREATE POLICY query_active_only ON {table} AS RESTRICTIVE FOR SELECT TO {QUERY_ROLE}
+    USING (EXISTS (SELECT 1 FROM version_manifest m
+                   WHERE m.tenant_id = {table}.tenant_id AND m.document_id = {table}.document_id
+                     AND m.version = {table}.version AND m.state = 'active'));
+"""
+
+
+EMBEDDED_TEXT_TABLES = ("text_chunks", "text_terms")
+EMBEDDED_GRAPH_TABLES = ("graph_entities", "graph_versions", "graph_mentions", "graph_edges")
+
+_M7 = f"""
+-- Embedded profile: the text index and the graph as PostgreSQL tables (pg_text.py, pg_graph.py).
+-- Same tenant_isolation policy (ENABLE + FORCE) as every tenant table. Readers: the ingest role
+-- writes; the query role reads text_chunks, text_terms, graph_mentions and graph_edges directly
+-- (the BM25 aggregation and the recursive traversal need the base tables' indexes, which a
+-- security_barrier view would hide) under a RESTRICTIVE policy that keeps only rows of the
+-- version that is ACTIVE in version_manifest: the same guarantee as migration 5 for chunks.
+-- The per-row `serving` / `active` marks are the publisher's marks (like Elasticsearch's
+-- `serving` and Neo4j's `active`), so the ServingMarks contract (set_serving, held_versions,
+-- serving_drift) is the same on both profiles; readers filter on the mark AND the policy holds.
+SET LOCAL ROLE {OWNER_ROLE};
+SET LOCAL search_path = {SCHEMA}, public;
+
+CREATE TABLE text_chunks (
+    tenant_id text NOT NULL,
+    chunk_id text NOT NULL,
+    document_id text NOT NULL,
+    version integer NOT NULL CHECK (version >= 1),
+    section_id text NOT NULL,
+    section_title text NOT NULL,
+    section_title_terms text NOT NULL,
+    section_path text[] NOT NULL,
+    ordinal integer NOT NULL,
+    kind text NOT NULL,
+    text text NOT NULL,
+    identifiers text[] NOT NULL DEFAULT '{{}}',
+    content_sha256 char(64) NOT NULL,
+    doc_content_sha256 char(64) NOT NULL,
+    media_type text NOT NULL,
+    parser_version text NOT NULL,
+    chunker_version text NOT NULL,
+    extraction_version text NOT NULL,
+    text_schema_version text NOT NULL,
+    config_fingerprint text NOT NULL,
+    text_length integer NOT NULL CHECK (text_length >= 0),
+    title_length integer NOT NULL CHECK (title_length >= 0),
+    serving boolean NOT NULL DEFAULT false,
+    PRIMARY KEY (tenant_id, chunk_id)
+);
+CREATE INDEX text_chunks_version_idx ON text_chunks (tenant_id, document_id, version);
+CREATE INDEX text_chunks_serving_idx ON text_chunks (tenant_id) WHERE serving;
+CREATE INDEX text_chunks_identifiers_idx ON text_chunks USING gin (identifiers);
+
+-- Postings: one row per (chunk, field, term) with its term frequency.
+CREATE TABLE text_terms (
+    tenant_id text NOT NULL,
+    chunk_id text NOT NULL,
+    document_id text NOT NULL,
+    version integer NOT NULL,
+    field text NOT NULL CHECK (field IN ('text', 'title')),
+    term text NOT NULL,
+    tf integer NOT NULL CHECK (tf >= 1),
+    PRIMARY KEY (tenant_id, term, field, chunk_id),
+    FOREIGN KEY (tenant_id, chunk_id) REFERENCES text_chunks ON DELETE CASCADE
+);
+CREATE INDEX text_terms_chunk_idx ON text_terms (tenant_id, chunk_id);
+
+CREATE TABLE graph_entities (
+    tenant_id text NOT NULL,
+    entity_id text NOT NULL,
+    type text NOT NULL,
+    label text NOT NULL,
+    canonical_key text NOT NULL,
+    name text NOT NULL,
+    aliases text[] NOT NULL DEFAULT '{{}}',
+    properties_json text NOT NULL,
+    PRIMARY KEY (tenant_id, entity_id)
+);
+CREATE INDEX graph_entities_type_idx ON graph_entities (tenant_id, type);
+
+CREATE TABLE graph_versions (
+    {_V} CHECK (version >= 1),
+    content_sha256 char(64) NOT NULL,
+    config_fingerprint text NOT NULL,
+    graph_schema_version text NOT NULL,
+    graph_model_version text NOT NULL,
+    active boolean NOT NULL DEFAULT false,
+    PRIMARY KEY (tenant_id, document_id, version)
+);
+
+CREATE TABLE graph_mentions (
+    {_V},
+    mention_key text NOT NULL,
+    entity_id text NOT NULL,
+    chunk_id text,
+    record_id text,
+    extraction_version text NOT NULL,
+    active boolean NOT NULL DEFAULT false,
+    PRIMARY KEY (tenant_id, document_id, version, mention_key),
+    FOREIGN KEY (tenant_id, document_id, version) REFERENCES graph_versions ON DELETE CASCADE,
+    FOREIGN KEY (tenant_id, entity_id) REFERENCES graph_entities
+);
+CREATE INDEX graph_mentions_entity_idx ON graph_mentions (tenant_id, entity_id);
+
+CREATE TABLE graph_edges (
+    {_V},
+    relation_id text NOT NULL,
+    type text NOT NULL CHECK (type ~ '^[A-Z][A-Z0-9_]{{0,62}}$' AND type <> 'MENTIONED_IN'),
+    source_id text NOT NULL,
+    target_id text NOT NULL,
+    chunk_id text,
+    record_id text,
+    extraction_version text NOT NULL,
+    valid_from date,
+    valid_to date,
+    properties_json text NOT NULL,
+    active boolean NOT NULL DEFAULT false,
+    PRIMARY KEY (tenant_id, document_id, version, relation_id),
+    FOREIGN KEY (tenant_id, document_id, version) REFERENCES graph_versions ON DELETE CASCADE,
+    FOREIGN KEY (tenant_id, source_id) REFERENCES graph_entities (tenant_id, entity_id),
+    FOREIGN KEY (tenant_id, target_id) REFERENCES graph_entities (tenant_id, entity_id)
+);
+CREATE INDEX graph_edges_source_idx ON graph_edges (tenant_id, source_id, type);
+CREATE INDEX graph_edges_target_idx ON graph_edges (tenant_id, target_id, type);
+{"".join(_rls(t) for t in EMBEDDED_TEXT_TABLES + EMBEDDED_GRAPH_TABLES)}
+GRANT SELECT, INSERT, UPDATE, DELETE ON {", ".join(EMBEDDED_TEXT_TABLES + EMBEDDED_GRAPH_TABLES)} TO {INGEST_ROLE};
+{"".join(_active_only(t) for t in ("text_chunks", "text_terms", "graph_mentions", "graph_edges"))}
+GRANT SELECT ON text_chunks, text_terms, graph_entities, graph_mentions, graph_edges TO {QUERY_ROLE};
+RESET ROLE;
+"""
+
+_M6 = f"""
+-- Embedding migration (DESIGN 3.4): named configurations, their per-tenant state, and a parallel
+-- vector table. `primary` lives in chunks.embedding; a tenant with no 'active' row reads primary.
+SET LOCAL ROLE {OWNER_ROLE};
+SET LOCAL search_path = {SCHEMA}, public;
+
+-- Definitions are global (not tenant data): a name always means the same model and templates.
+CREATE TABLE embedding_configs (
+    name text PRIMARY KEY CHECK (name ~ '^[a-z0-9][a-z0-9_-]{{0,62}}$'),
+    model text NOT NULL,
+    revision text NOT NULL,
+    dim integer NOT NULL CHECK (dim = 384),
+    normalized boolean NOT NULL,
+    template text NOT NULL,
+    query_template text NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+GRANT SELECT, INSERT ON embedding_configs TO {INGEST_ROLE};
+GRANT SELECT ON embedding_configs TO {QUERY_ROLE};
+
+-- Per tenant: where each configuration stands. At most one active per tenant.
+CREATE TABLE embedding_states (
+    tenant_id text NOT NULL,
+    config text NOT NULL REFERENCES embedding_configs,
+    state text NOT NULL CHECK (state IN ('backfilling', 'verified', 'active', 'retired')),
+    counts jsonb,
+    checksum text,
+    backfill_started_at timestamptz,
+    verified_at timestamptz,
+    activated_at timestamptz,
+    retired_at timestamptz,
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (tenant_id, config)
+);
+CREATE UNIQUE INDEX embedding_states_one_active ON embedding_states (tenant_id) WHERE state = 'active';
+{_rls("embedding_states")}
+GRANT SELECT, INSERT, UPDATE ON embedding_states TO {INGEST_ROLE};
+GRANT SELECT ON embedding_states TO {QUERY_ROLE};
+
+-- Parallel vectors: one per (tenant, chunk, configuration), removed with their chunk.
+ALTER TABLE chunks ADD CONSTRAINT chunks_tenant_chunk_key UNIQUE (tenant_id, chunk_id);
+CREATE TABLE chunk_vectors (
+    tenant_id text NOT NULL,
+    chunk_id text NOT NULL,
+    config text NOT NULL REFERENCES embedding_configs,
+    document_id text NOT NULL,
+    version integer NOT NULL,
+    embedding vector(384) NOT NULL,
+    content_sha256 char(64) NOT NULL,
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (tenant_id, chunk_id, config),
+    FOREIGN KEY (tenant_id, chunk_id) REFERENCES chunks (tenant_id, chunk_id) ON DELETE CASCADE
+);
+CREATE INDEX chunk_vectors_config_idx ON chunk_vectors (tenant_id, config, document_id);
+-- One HNSW graph for every configuration; the query filters by config with pgvector 0.8's
+-- iterative scan (a per-config partial index would need DDL at each new configuration).
+CREATE INDEX chunk_vectors_embedding_hnsw ON chunk_vectors USING hnsw (embedding vector_cosine_ops);
+{_rls("chunk_vectors")}
+CREATE POLICY query_active_only ON chunk_vectors AS RESTRICTIVE FOR SELECT TO {QUERY_ROLE}
+    USING (EXISTS (SELECT 1 FROM version_manifest m
+                   WHERE m.tenant_id = chunk_vectors.tenant_id AND m.document_id = chunk_vectors.document_id
+                     AND m.version = chunk_vectors.version AND m.state = 'active'));
+GRANT SELECT, INSERT, UPDATE, DELETE ON chunk_vectors TO {INGEST_ROLE};
+GRANT SELECT ON chunk_vectors TO {QUERY_ROLE};
+RESET ROLE;
+"""
+
+_M8 = f"""
+-- Embedded profile bus (shared/stores/pg_bus.py): a partitioned append-only log and consumer-group
+-- offsets, Kafka's contract in two tables. Infrastructure like Kafka, not tenant data: no RLS;
+-- only the ingestion role reads and writes it (the query role has no access).
+SET LOCAL ROLE {OWNER_ROLE};
+SET LOCAL search_path = {SCHEMA}, public;
+CREATE TABLE bus_messages (
+    topic text NOT NULL,
+    partition integer NOT NULL CHECK (partition >= 0),
+    "offset" bigint NOT NULL CHECK ("offset" >= 0),
+    key bytea,
+    value bytea NOT NULL,
+    headers jsonb NOT NULL DEFAULT '[]',
+    ts timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (topic, partition, "offset")
+);
+CREATE TABLE bus_offsets (
+    group_id text NOT NULL,
+    topic text NOT NULL,
+    partition integer NOT NULL CHECK (partition >= 0),
+    "offset" bigint NOT NULL CHECK ("offset" >= 0),
+    updated_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (group_id, topic, partition)
+);
+GRANT SELECT, INSERT, UPDATE, DELETE ON bus_messages, bus_offsets TO {INGEST_ROLE};
+RESET ROLE;
+"""
+
+_M9 = f"""
+-- Tenant slugs holding anything in the embedded stores, for the reconciler's sweep (as known_tenants).
+CREATE FUNCTION {SCHEMA}.text_index_tenants() RETURNS SETOF text LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path = {SCHEMA}, pg_temp
+    AS $fn$ SELECT DISTINCT tenant_id FROM {SCHEMA}.text_chunks $fn$;
+CREATE FUNCTION {SCHEMA}.graph_tenants() RETURNS SETOF text LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path = {SCHEMA}, pg_temp
+    AS $fn$ SELECT tenant_id FROM {SCHEMA}.graph_versions UNION SELECT tenant_id FROM {SCHEMA}.graph_entities $fn$;
+REVOKE ALL ON FUNCTION {SCHEMA}.text_index_tenants(), {SCHEMA}.graph_tenants() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION {SCHEMA}.text_index_tenants(), {SCHEMA}.graph_tenants() TO {INGEST_ROLE};
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "roles, tenant tables, row-level security, pgvector HNSW", _M1),
     Migration(2, "upstream version ledger", _M2),
     Migration(3, "publication manifest, serving views", _M3),
     Migration(4, "query role reads serving views only", _M4),
     Migration(5, "query role reads active chunks directly (HNSW), restrictive active-only policy", _M5),
+    Migration(6, "embedding configurations, per-tenant states, parallel chunk vectors", _M6),
+    Migration(7, "embedded profile: text index (BM25 postings) and graph tables, active-only reads", _M7),
+    Migration(8, "embedded profile bus: partitioned log and consumer-group offsets", _M8),
+    Migration(9, "embedded stores: tenant sweep functions for the reconciler", _M9),
 )
 
 PG_SCHEMA_VERSION = str(MIGRATIONS[-1].version)

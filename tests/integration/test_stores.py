@@ -347,7 +347,9 @@ def test_query_role_reads_serving_tables_only_and_cannot_write(stores: Stores, t
     # Only the serving views, and they show active versions only: this one is merely staged.
     assert _pg_rows(query, a, "serving_chunks", "contract-7") == 0
     assert _pg_rows(pg_roles["ingest"], a, "chunks", "contract-7") == 3
-    for table in ("chunks", "sections", "records", "record_lines", "document_versions",
+    # `chunks` itself is readable (migration 5, for HNSW) but only rows of active versions.
+    assert _pg_rows(query, a, "chunks", "contract-7") == 0
+    for table in ("sections", "records", "record_lines", "document_versions",
                   "review_items", "staging_blobs", "stage_payloads"):
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             _pg_rows(query, a, table)

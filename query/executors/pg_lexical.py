@@ -1,0 +1,288 @@
+"""`bm25_search` and `exact_lookup` over the PostgreSQL text index (embedded profile).
+
+Same parameters and `StepResult` shape as `bm25.BM25Executor` and `exact.ExactLookupExecutor`;
+only the store differs (`shared.stores.pg_text` tables, read through the query role).
+
+**BM25 as implemented** (`BM25_SQL`), per field f in {text, title}, over the tenant's SERVING
+chunks only (`serving = true`, and row-level security keeps the query role to active versions):
+
+    S_f(d) = sum over distinct query terms t of
+             qtf(t) * IDF_f(t) * tf(t,d) * (k1 + 1) / (tf(t,d) + k1 * (1 - b + b * len_f(d) / avgdl_f))
+    IDF_f(t) = ln(1 + (N_f - n_f(t) + 0.5) / (n_f(t) + 0.5))          (Lucene's BM25 IDF)
+
+with k1 = 1.2, b = 0.75; N_f = serving chunks whose field f has at least one token, n_f(t) =
+those containing t, len_f(d) = tokens of field f in d, avgdl_f = total tokens of f / N_f,
+qtf(t) = occurrences of t in the analysed query (Lucene sums repeated clauses). Query and
+documents go through the same analyzer (`pg_text.analyze`, the `manifold_english` rules). The
+fields combine as Elasticsearch's `multi_match` best_fields with `tie_breaker` 0.3 and the title
+boost `bm25.TITLE_BOOST`: score = max(S_text, B*S_title) + 0.3 * min(S_text, B*S_title). Ties
+are broken by chunk id. Differences from Elasticsearch: collection statistics are the tenant's
+serving chunks (Elasticsearch uses the whole shard, every tenant and version), lengths are exact
+(Lucene stores them lossily in one byte), and the constant (k1 + 1) factor is kept (Lucene 8+
+dropped it); none changes the order within one tenant's corpus except through those statistics.
+
+**Exact lookup**: source `"elasticsearch"` is served by the text index (the same role: keyword
+`identifiers` overlap, or the requested id as an analysed phrase in the section title, then
+verified by extracting identifiers from the title), source `"postgres"` by `serving_chunks` /
+`serving_records` exactly as `exact.py`. Evidence is labelled `store="postgres"`.
+
+Both: the tenant is only the `tenant_id` argument (set for the transaction and named in every
+statement); a local statement timeout from the step budget; the active-version final check last.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from manifold.ingest.identifiers import find_identifiers
+from manifold.query.evidence import (CHUNK_COLUMNS, StoreClock, chunk_evidence, final_check, hit_from_row, now_utc,
+                                     pg_timeout_ms, record_evidence, require_list, unique)
+from manifold.query.executors.bm25 import TITLE_BOOST
+from manifold.query.executors.exact import normalise_all
+from manifold.query.plan import BM25SearchParams, ExactLookupParams
+from manifold.query.types import Evidence, Gap, StepResult, TextHit
+from manifold.shared.config import ManifoldSettings, QuerySettings
+from manifold.shared.errors import Transient
+from manifold.shared.stores.pg_text import analyze, title_phrase
+from manifold.shared.stores.postgres import TenantConnections
+
+__all__ = ["BM25_B", "BM25_K1", "BM25_SQL", "TIE_BREAKER", "PgBM25Executor", "PgExactLookupExecutor"]
+
+BM25_K1 = 1.2
+BM25_B = 0.75
+TIE_BREAKER = 0.3
+
+_TEXT_COLUMNS = ("c.chunk_id, c.document_id, c.version, c.section_id, c.section_title, c.ordinal, c.text, "
+                 "c.content_sha256, c.identifiers")
+
+BM25_SQL = f"""
+WITH q AS (
+    SELECT term, qtf FROM unnest(%(terms)s::text[], %(qtfs)s::int[]) AS q(term, qtf)
+), stats AS (
+    SELECT count(*) FILTER (WHERE text_length > 0)::float8 AS n_text,
+           coalesce(sum(text_length), 0)::float8 AS sum_text,
+           count(*) FILTER (WHERE title_length > 0)::float8 AS n_title,
+           coalesce(sum(title_length), 0)::float8 AS sum_title
+    FROM manifold.text_chunks WHERE tenant_id = %(tenant)s AND serving
+), df AS (
+    SELECT t.field, t.term, count(*)::float8 AS n_t
+    FROM manifold.text_terms t
+    JOIN manifold.text_chunks c ON c.tenant_id = t.tenant_id AND c.chunk_id = t.chunk_id
+    WHERE t.tenant_id = %(tenant)s AND c.serving AND t.term = ANY(%(terms)s::text[])
+    GROUP BY t.field, t.term
+), per_field AS (
+    SELECT c.chunk_id, t.field,
+           sum(q.qtf * ln(1.0 + (f.n - df.n_t + 0.5) / (df.n_t + 0.5))
+               * t.tf * (%(k1)s + 1.0)
+               / (t.tf + %(k1)s * (1.0 - %(b)s + %(b)s * f.len / f.avgdl))) AS score
+    FROM manifold.text_terms t
+    JOIN q ON q.term = t.term
+    JOIN df ON df.field = t.field AND df.term = t.term
+    JOIN manifold.text_chunks c ON c.tenant_id = t.tenant_id AND c.chunk_id = t.chunk_id
+    CROSS JOIN stats s
+    CROSS JOIN LATERAL (SELECT
+        CASE t.field WHEN 'text' THEN s.n_text ELSE s.n_title END AS n,
+        CASE t.field WHEN 'text' THEN c.text_length ELSE c.title_length END::float8 AS len,
+        CASE t.field WHEN 'text' THEN s.sum_text / nullif(s.n_text, 0)
+                     ELSE s.sum_title / nullif(s.n_title, 0) END AS avgdl) f
+    WHERE t.tenant_id = %(tenant)s AND c.serving
+      AND (%(docs)s::text[] IS NULL OR c.document_id = ANY(%(docs)s::text[]))
+    GROUP BY c.chunk_id, t.field
+), fields AS (
+    SELECT chunk_id,
+           coalesce(max(score) FILTER (WHERE field = 'text'), 0) AS s_text,
+           %(title_boost)s * coalesce(max(score) FILTER (WHERE field = 'title'), 0) AS s_title
+    FROM per_field GROUP BY chunk_id
+)
+SELECT {_TEXT_COLUMNS},
+       greatest(f.s_text, f.s_title) + %(tie)s * least(f.s_text, f.s_title) AS score
+FROM fields f
+JOIN manifold.text_chunks c ON c.tenant_id = %(tenant)s AND c.chunk_id = f.chunk_id
+ORDER BY score DESC, c.chunk_id
+LIMIT %(limit)s
+"""
+"""The BM25 statement (see the module docstring for the formula); every value a parameter."""
+
+_INDEX_BY_ID = (
+    f"SELECT {_TEXT_COLUMNS} FROM manifold.text_chunks c "
+    "WHERE c.tenant_id = %(tenant)s AND c.serving "
+    "AND (c.identifiers && %(ids)s::text[] OR c.section_title_terms LIKE ANY(%(phrases)s::text[])) "
+    "AND (%(docs)s::text[] IS NULL OR c.document_id = ANY(%(docs)s::text[])) "
+    "ORDER BY c.document_id, c.ordinal, c.chunk_id LIMIT %(limit)s"
+)
+_CHUNKS_BY_ID = (
+    f"SELECT {CHUNK_COLUMNS} FROM manifold.serving_chunks c "
+    "LEFT JOIN manifold.serving_sections s ON s.tenant_id = c.tenant_id AND s.section_id = c.section_id "
+    "WHERE c.tenant_id = %(tenant)s AND (c.identifiers && %(ids)s::text[] OR s.title ILIKE ANY(%(likes)s)) "
+    "AND (%(docs)s::text[] IS NULL OR c.document_id = ANY(%(docs)s)) "
+    "ORDER BY c.document_id, c.ordinal, c.chunk_id LIMIT %(limit)s"
+)
+_RECORDS_BY_NUMBER = (
+    "SELECT record_id, document_id, version, record_type, number, counterparty_name, issued_on, currency, "
+    "status, chunk_id FROM manifold.serving_records "
+    "WHERE tenant_id = %(tenant)s AND number = ANY(%(ids)s) "
+    "AND (%(docs)s::text[] IS NULL OR document_id = ANY(%(docs)s)) "
+    "ORDER BY number, document_id, record_id LIMIT %(limit)s"
+)
+
+
+def _like_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _set_timeout(conn: psycopg.Connection[Any], timeout_s: float, settings: QuerySettings) -> None:
+    conn.execute("SELECT set_config('statement_timeout', %s, true)", (str(pg_timeout_ms(timeout_s, settings)),))
+
+
+class _Timeouts:
+    """Maps a cancelled statement to `TimeoutError` (the engine's step timeout)."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None and issubclass(exc_type, psycopg.errors.QueryCanceled):
+            raise TimeoutError("postgres text index: statement exceeded the step timeout") from exc
+
+
+class PgBM25Executor:
+    """BM25 over the tenant's serving chunks in the PostgreSQL text index (module docstring).
+
+    `db` must connect as the query role (`settings.postgres.query_conninfo()`)."""
+
+    def __init__(self, db: TenantConnections, settings: QuerySettings) -> None:
+        self._db = db
+        self._settings = settings
+
+    @classmethod
+    def from_settings(cls, settings: ManifoldSettings) -> PgBM25Executor:
+        return cls(TenantConnections(settings.postgres.query_conninfo()), settings.query)
+
+    def run(self, params: BM25SearchParams, *, tenant_id: str, timeout_s: float) -> StepResult:
+        docs = require_list(params.document_ids, "document_ids")
+        if docs == []:
+            return StepResult(result={"dropped_inactive": 0}, gaps=(
+                Gap(kind="missing_data", step=None, detail="bm25: no documents in scope"),))
+        counts = Counter(analyze(params.query))
+        clock = StoreClock()
+        rows: list[tuple[Any, ...]] = []
+        with clock, self._db.transaction(tenant_id, snapshot=True) as conn, _Timeouts():
+            if counts:
+                _set_timeout(conn, timeout_s, self._settings)
+                rows = conn.execute(BM25_SQL, {
+                    "tenant": tenant_id, "terms": list(counts), "qtfs": list(counts.values()), "docs": docs,
+                    "k1": BM25_K1, "b": BM25_B, "title_boost": TITLE_BOOST, "tie": TIE_BREAKER,
+                    "limit": params.limit,
+                }).fetchall()
+            hits = [hit_from_row(r, source_kind="bm25", rank=i, score=float(r[9]))
+                    for i, r in enumerate(rows, start=1)]
+            kept, dropped = final_check(conn, tenant_id, hits)
+        kept = [h.model_copy(update={"rank": i}) for i, h in enumerate(kept, start=1)]
+        at = now_utc()
+        return StepResult(
+            outputs={"identifiers": unique(i for h in kept for i in h.identifiers),
+                     "document_ids": unique(h.document_id for h in kept)},
+            evidence=tuple(chunk_evidence(h, tenant_id=tenant_id, store="postgres", retrieved_at=at) for h in kept),
+            hits=tuple(kept), rows=len(hits), store_ms=clock.ms,
+            result={"dropped_inactive": dropped, "timed_out": False, "terms": list(counts)},
+        )
+
+
+class PgExactLookupExecutor:
+    """Exact identifier lookup over the PostgreSQL text index and relational tables (module
+    docstring); same normalisation, verification and order as `exact.ExactLookupExecutor`."""
+
+    def __init__(self, db: TenantConnections, settings: QuerySettings) -> None:
+        self._db = db
+        self._settings = settings
+
+    @classmethod
+    def from_settings(cls, settings: ManifoldSettings) -> PgExactLookupExecutor:
+        return cls(TenantConnections(settings.postgres.query_conninfo()), settings.query)
+
+    def run(self, params: ExactLookupParams, *, tenant_id: str, timeout_s: float,
+            document_ids: Sequence[str] | None = None) -> StepResult:
+        raw = require_list(params.identifiers, "identifiers") or []
+        ids, unrecognised = normalise_all(raw)
+        docs = require_list(document_ids, "document_ids") if document_ids is not None else None
+        if not ids:
+            return StepResult(result={"identifiers": [], "unrecognised": unrecognised, "dropped_inactive": 0})
+        clock = StoreClock()
+        fetch = min(2 * params.limit, 200)
+        hits: dict[str, TextHit] = {}
+        records: list[dict[str, Any]] = []
+        gaps: list[Gap] = []
+        failures: list[str] = []
+        sources = [s for s in ("elasticsearch", "postgres") if s in params.sources]
+        for source in sources:
+            try:
+                found, recs = self._search(source, ids, tenant_id, timeout_s, fetch, params.limit, docs, clock)
+            except Transient as exc:
+                failures.append(f"{source}: {exc}")
+                continue
+            for hit in found:
+                hits.setdefault(hit.chunk_id, hit)
+            records = records or recs
+        if failures and len(failures) == len(sources):
+            raise Transient("exact lookup failed in every source: " + "; ".join(failures))
+        gaps.extend(Gap(kind="degraded", step=None, detail=f"exact lookup: {f}") for f in failures)
+
+        ordered = sorted(hits.values(), key=lambda h: _order(h, ids))[: params.limit]
+        ranked = [h.model_copy(update={"rank": i}) for i, h in enumerate(ordered, start=1)]
+        with clock, self._db.transaction(tenant_id) as conn:
+            kept, dropped = final_check(conn, tenant_id, ranked)
+            kept_records, dropped_records = final_check(conn, tenant_id, records)
+        kept = [h.model_copy(update={"rank": i}) for i, h in enumerate(kept, start=1)]
+        at = now_utc()
+        evidence: list[Evidence] = [
+            chunk_evidence(h, tenant_id=tenant_id, store="postgres", retrieved_at=at,
+                           claims={"matched": [i for i in ids if i in h.identifiers]})
+            for h in kept
+        ]
+        evidence += [record_evidence(r, tenant_id=tenant_id, retrieved_at=at, rank=i)
+                     for i, r in enumerate(kept_records, start=1)]
+        found_ids = {i for h in kept for i in h.identifiers} | {r["number"] for r in kept_records}
+        matched = [i for i in ids if i in found_ids]
+        if not matched:
+            gaps.append(Gap(kind="missing_data", step=None,
+                            detail=f"no active chunk or record carries {', '.join(ids)}"))
+        return StepResult(
+            outputs={"identifiers": tuple(matched),
+                     "document_ids": unique([h.document_id for h in kept] + [r["document_id"] for r in kept_records])},
+            evidence=tuple(evidence), hits=tuple(kept), gaps=tuple(gaps),
+            result={"identifiers": ids, "matched": matched, "unrecognised": unrecognised,
+                    "identity_hits": sum(h.identity for h in kept), "records": len(kept_records),
+                    "dropped_inactive": dropped + dropped_records},
+            rows=len(hits) + len(records), store_ms=clock.ms,
+        )
+
+    def _search(self, source: str, ids: list[str], tenant_id: str, timeout_s: float, size: int, limit: int,
+                docs: list[str] | None, clock: StoreClock) -> tuple[list[TextHit], list[dict[str, Any]]]:
+        args: dict[str, Any] = {"tenant": tenant_id, "ids": ids, "docs": docs, "limit": size}
+        records: list[dict[str, Any]] = []
+        with clock, self._db.transaction(tenant_id, snapshot=True) as conn, _Timeouts():
+            _set_timeout(conn, timeout_s, self._settings)
+            if source == "elasticsearch":  # the text index plays the Elasticsearch role
+                phrases = ["%" + _like_escape(title_phrase(t)) + "%" for t in (analyze(i) for i in ids) if t]
+                rows = conn.execute(_INDEX_BY_ID, {**args, "phrases": phrases}).fetchall()
+            else:
+                rows = conn.execute(_CHUNKS_BY_ID, {**args, "likes": [f"%{i}%" for i in ids]}).fetchall()
+                with conn.cursor(row_factory=dict_row) as cur:
+                    records = cur.execute(_RECORDS_BY_NUMBER, {**args, "limit": limit}).fetchall()
+        hits = []
+        for row in rows:
+            hit_ids = unique([*(row[8] or ()), *find_identifiers(row[4] or "")])
+            if set(ids) & set(hit_ids):  # a title phrase match must carry the identifier itself
+                hits.append(hit_from_row(row, source_kind="exact", rank=1, score=None, identity=True,
+                                         identifiers=hit_ids))
+        return hits, records
+
+
+def _order(hit: TextHit, ids: list[str]) -> tuple[int, int, str, int, str]:
+    matched = sum(1 for i in ids if i in hit.identifiers)
+    return (0 if hit.identity else 1, -matched, hit.document_id, hit.ordinal, hit.chunk_id)

@@ -1,0 +1,243 @@
+"""PostgreSQL text index (embedded profile): `PostgresTextIndex`, one row per chunk plus postings.
+
+The same port as `ElasticsearchTextIndex` (`TextIndex` + `ServingMarks`), on two tables of
+migration 7 (`pg_schema`):
+
+- `text_chunks`: one row per (tenant, chunk) with the same fields as the Elasticsearch document
+  (document, version, section id/title/path, ordinal, kind, text, identifiers, hashes, pipeline
+  versions, fingerprint), the analysed lengths of the `text` and `title` fields, the
+  space-joined analysed title (`section_title_terms`, for phrase matches) and the `serving` mark.
+- `text_terms`: postings, one row per (chunk, field, term) with its term frequency `tf`; the
+  fields are `text` (chunk text) and `title` (section title), as `text` and
+  `section_title.text` in Elasticsearch.
+
+Analysis (`analyze`, used at write AND query time) mirrors the Elasticsearch `manifold_english`
+analyzer: the standard tokenizer (Unicode word segmentation, approximated: runs of letters,
+digits and `_`, joined across `.`/`'`/`:` between letters and `.`/`,`/`;`/`'` between digits;
+tokens longer than 255 characters are split), lowercase, then Lucene's English stop words.
+
+Guarantees (in addition to `manifold.shared.ports`):
+- The manifest's `store` is `"elasticsearch"`: the name of the text-index slot the load stage
+  and the publisher compare against, so the same handlers verify either adapter; counts and
+  checksums equal Elasticsearch's for the same document.
+- `write_version` is one transaction (ingest role, tenant set for it): chunks are upserted by
+  (tenant, chunk id) only within the same (document, version) and only when a value differs,
+  the postings of changed chunks are rewritten, and this version's chunks that `doc` no longer
+  has are deleted (postings cascade). A replay rewrites no row. The serving mark of an existing
+  chunk is never changed by a write (as in Neo4j; unlike Elasticsearch, whose full-document
+  replace drops it).
+- Every statement names `tenant_id` explicitly, and row-level security (FORCE) confines it to
+  the transaction's tenant besides.
+- `set_serving` flips the mark on every chunk of the version in one statement; idempotent.
+- `tenants()` (the reconciler's sweep) reads the security-definer function of migration 9.
+- Unreachable server or aborted transaction: `Transient`. Nothing connects at construction.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from manifold.shared.artifacts import ExtractedDocument, StoreManifest
+from manifold.shared.config import ManifoldSettings
+from manifold.shared.stores import manifest as mf
+from manifold.shared.stores.postgres import TenantConnections
+
+__all__ = ["ENGLISH_STOP_WORDS", "PG_TEXT_SCHEMA_VERSION", "STORE_SLOT", "PostgresTextIndex", "analyze",
+           "sweep_tenants", "title_phrase"]
+
+STORE_SLOT = "elasticsearch"
+"""The `StoreManifest.store` this adapter reports: the text-index slot of the load notice."""
+
+PG_TEXT_SCHEMA_VERSION = "1"
+
+ENGLISH_STOP_WORDS = frozenset({
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no",
+    "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this",
+    "to", "was", "will", "with",
+})
+"""Lucene's `EnglishAnalyzer.ENGLISH_STOP_WORDS_SET` = Elasticsearch's `_english_` stop words."""
+
+MAX_TOKEN_LENGTH = 255
+_RUN = re.compile(r"\w+")
+_JOIN_LETTERS = frozenset(".'’:")
+_JOIN_DIGITS = frozenset(".,;'’")
+
+
+def _tokens(text: str) -> list[str]:
+    """Standard-tokenizer approximation: word runs, joined across mid-word punctuation."""
+    out: list[str] = []
+    runs = list(_RUN.finditer(text))
+    i = 0
+    while i < len(runs):
+        start, end = runs[i].start(), runs[i].end()
+        while i + 1 < len(runs):
+            nxt = runs[i + 1]
+            if nxt.start() != end + 1:
+                break
+            sep, before, after = text[end], text[end - 1], text[nxt.start()]
+            letters = before.isalpha() and after.isalpha() and sep in _JOIN_LETTERS
+            digits = before.isdigit() and after.isdigit() and sep in _JOIN_DIGITS
+            if not (letters or digits):
+                break
+            end = nxt.end()
+            i += 1
+        token = text[start:end]
+        out.extend(token[k:k + MAX_TOKEN_LENGTH] for k in range(0, len(token), MAX_TOKEN_LENGTH))
+        i += 1
+    return out
+
+
+def analyze(text: str) -> list[str]:
+    """The `manifold_english` analysis of `text`: tokens in order, lowercased, stop words removed.
+    The one analyzer of the PostgreSQL text index, at write time and at query time."""
+    return [t for t in (tok.lower() for tok in _tokens(text or "")) if t not in ENGLISH_STOP_WORDS]
+
+
+def title_phrase(terms: Sequence[str]) -> str:
+    """The form stored in `section_title_terms`: terms space-joined with a space on each side, so
+    a phrase is a `LIKE '% t1 t2 %'` match."""
+    return " " + " ".join(terms) + " " if terms else " "
+
+
+_T = sql.Identifier
+_CHUNK_COLS = (
+    "tenant_id", "chunk_id", "document_id", "version", "section_id", "section_title", "section_title_terms",
+    "section_path", "ordinal", "kind", "text", "identifiers", "content_sha256", "doc_content_sha256",
+    "media_type", "parser_version", "chunker_version", "extraction_version", "text_schema_version",
+    "config_fingerprint", "text_length", "title_length",
+)
+_UPDATED = [c for c in _CHUNK_COLS if c not in ("tenant_id", "chunk_id", "document_id", "version")]
+_UPSERT_CHUNK = sql.SQL(
+    "INSERT INTO manifold.text_chunks ({cols}) VALUES ({vals}) ON CONFLICT (tenant_id, chunk_id) DO UPDATE "
+    "SET {sets} WHERE text_chunks.document_id = EXCLUDED.document_id AND text_chunks.version = EXCLUDED.version "
+    "AND ({old}) IS DISTINCT FROM ({new}) RETURNING chunk_id"
+).format(
+    cols=sql.SQL(", ").join(map(_T, _CHUNK_COLS)),
+    vals=sql.SQL(", ").join(sql.Placeholder() * len(_CHUNK_COLS)),
+    sets=sql.SQL(", ").join(sql.SQL("{c} = EXCLUDED.{c}").format(c=_T(c)) for c in _UPDATED),
+    old=sql.SQL(", ").join(sql.SQL("text_chunks.{c}").format(c=_T(c)) for c in _UPDATED),
+    new=sql.SQL(", ").join(sql.SQL("EXCLUDED.{c}").format(c=_T(c)) for c in _UPDATED),
+)
+_WHERE_VERSION = "tenant_id = %(tenant)s AND document_id = %(document_id)s AND version = %(version)s"
+_DROP_STALE = f"DELETE FROM manifold.text_chunks WHERE {_WHERE_VERSION} AND NOT (chunk_id = ANY(%(keep)s))"
+_DROP_TERMS = "DELETE FROM manifold.text_terms WHERE tenant_id = %(tenant)s AND chunk_id = ANY(%(ids)s)"
+_INSERT_TERM = ("INSERT INTO manifold.text_terms (tenant_id, chunk_id, document_id, version, field, term, tf) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s)")
+_DELETE_VERSION = f"DELETE FROM manifold.text_chunks WHERE {_WHERE_VERSION}"
+_READ_MANIFEST = f"SELECT chunk_id, content_sha256 FROM manifold.text_chunks WHERE {_WHERE_VERSION}"
+_SET_SERVING = (f"UPDATE manifold.text_chunks SET serving = %(serving)s WHERE {_WHERE_VERSION} "
+                "AND serving IS DISTINCT FROM %(serving)s")
+_PER_VERSION = ("SELECT document_id, version, count(*), count(*) FILTER (WHERE serving) "
+                "FROM manifold.text_chunks WHERE tenant_id = %s GROUP BY document_id, version")
+
+
+class PostgresTextIndex:
+    """`TextIndex` + `ServingMarks` on PostgreSQL (see the module docstring).
+
+    `conninfo` must log in as `manifold_ingest`.
+    """
+
+    def __init__(self, conninfo: str, *, connect_timeout: int = 10) -> None:
+        self._db = TenantConnections(conninfo, connect_timeout=connect_timeout)
+
+    @classmethod
+    def from_settings(cls, settings: ManifoldSettings, **kwargs: Any) -> PostgresTextIndex:
+        return cls(settings.postgres.ingest_conninfo(), **kwargs)
+
+    # ------------------------------------------------------------------ write
+
+    def write_version(self, doc: ExtractedDocument) -> StoreManifest:
+        mf.validate(doc)
+        ref, v = doc.doc, doc.versions
+        key = {"tenant": ref.tenant_id, "document_id": ref.document_id, "version": ref.version}
+        sections = {s.section_id: s for s in doc.sections}
+        fp = v.fingerprint()
+        rows: list[tuple[Any, ...]] = []
+        postings: dict[str, list[tuple[str, str, int]]] = {}
+        for c in doc.chunks:
+            section = sections[c.section_id]
+            text_terms, title_terms = analyze(c.text), analyze(section.title)
+            rows.append((
+                ref.tenant_id, c.chunk_id, ref.document_id, ref.version, c.section_id, section.title,
+                title_phrase(title_terms), list(section.path), c.ordinal, c.kind, c.text, list(c.identifiers),
+                c.content_sha256, ref.content_sha256, ref.media_type, v.parser, v.chunker, v.extraction,
+                PG_TEXT_SCHEMA_VERSION, fp, len(text_terms), len(title_terms),
+            ))
+            postings[c.chunk_id] = (
+                [("text", t, n) for t, n in sorted(Counter(text_terms).items())]
+                + [("title", t, n) for t, n in sorted(Counter(title_terms).items())]
+            )
+        with self._db.transaction(ref.tenant_id) as conn:
+            conn.execute(_DROP_STALE, {**key, "keep": [c.chunk_id for c in doc.chunks]})
+            changed: list[str] = []
+            with conn.cursor() as cur:
+                for row in rows:  # one statement per chunk: RETURNING says whether it changed
+                    cur.execute(_UPSERT_CHUNK, row)
+                    changed += [r[0] for r in cur.fetchall()]
+                if changed:
+                    cur.execute(_DROP_TERMS, {"tenant": ref.tenant_id, "ids": changed})
+                    cur.executemany(_INSERT_TERM, [
+                        (ref.tenant_id, cid, ref.document_id, ref.version, field, term, tf)
+                        for cid in changed for field, term, tf in postings[cid]
+                    ])
+            return self._read_manifest(conn, key)
+
+    # ------------------------------------------------------------------ delete / manifest
+
+    def delete_version(self, tenant_id: str, document_id: str, version: int) -> None:
+        mf.check_tenant(tenant_id)
+        key = {"tenant": tenant_id, "document_id": document_id, "version": version}
+        with self._db.transaction(tenant_id) as conn:
+            conn.execute(_DELETE_VERSION, key)  # postings cascade
+
+    def manifest(self, tenant_id: str, document_id: str, version: int) -> StoreManifest:
+        mf.check_tenant(tenant_id)
+        key = {"tenant": tenant_id, "document_id": document_id, "version": version}
+        with self._db.transaction(tenant_id, snapshot=True) as conn:
+            return self._read_manifest(conn, key)
+
+    @staticmethod
+    def _read_manifest(conn: psycopg.Connection[Any], key: dict[str, Any]) -> StoreManifest:
+        pairs = [(cid, str(sha).strip()) for cid, sha in conn.execute(_READ_MANIFEST, key).fetchall()]
+        return mf.build_manifest(STORE_SLOT, mf.ELASTICSEARCH_KINDS, {"chunks": pairs})
+
+    # ------------------------------------------------------------------ serving marks (publisher)
+
+    def set_serving(self, tenant_id: str, document_id: str, version: int, serving: bool) -> None:
+        """Set `serving` on every chunk of this version in one statement; idempotent."""
+        mf.check_tenant(tenant_id)
+        key = {"tenant": tenant_id, "document_id": document_id, "version": version, "serving": bool(serving)}
+        with self._db.transaction(tenant_id) as conn:
+            conn.execute(_SET_SERVING, key)
+
+    def _per_version(self, tenant_id: str) -> dict[tuple[str, int], tuple[int, int]]:
+        with self._db.transaction(tenant_id, snapshot=True) as conn:
+            return {(d, int(v)): (int(n), int(on)) for d, v, n, on in conn.execute(_PER_VERSION, (tenant_id,))}
+
+    def held_versions(self, tenant_id: str) -> set[tuple[str, int]]:
+        mf.check_tenant(tenant_id)
+        return set(self._per_version(tenant_id))
+
+    def serving_drift(self, tenant_id: str, active: set[tuple[str, int]]) -> set[tuple[str, int]]:
+        mf.check_tenant(tenant_id)
+        return mf.serving_drift(self._per_version(tenant_id), active)
+
+    def tenants(self) -> set[str]:
+        """Every tenant with a chunk in the index (for the reconciler's sweep), through the
+        security-definer `manifold.text_index_tenants()` (row-level security hides the rest)."""
+        return sweep_tenants(self._db, "text_index_tenants")
+
+
+def sweep_tenants(db: TenantConnections, function: str) -> set[str]:
+    """Tenants listed by a security-definer sweep function of migration 9 (`text_index_tenants`,
+    `graph_tenants`). Runs in a transaction under a placeholder tenant that owns no rows, so
+    nothing but the function's answer is visible."""
+    query = sql.SQL("SELECT {}()").format(sql.Identifier("manifold", function))
+    with db.transaction("manifold-sweep") as conn:
+        return {r[0] for r in conn.execute(query).fetchall() if r[0]}
