@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from confluent_kafka import Consumer, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from manifold.shared import metrics, topics
@@ -88,7 +88,7 @@ class StageRunner(Generic[In, Out]):
         """Handle one message completely (output or dead letter acknowledged), then commit it."""
         self._handle(msg)
         self._delivery.flush()
-        self.consumer.commit(message=msg, asynchronous=False)
+        self._commit(message=msg)
 
     def process_batch(self, msgs: list[Message]) -> None:
         """Handle messages in order, wait until all their outputs are acknowledged, then commit
@@ -96,7 +96,27 @@ class StageRunner(Generic[In, Out]):
         for msg in msgs:
             self._handle(msg)
         self._delivery.flush()
-        self.consumer.commit(asynchronous=False)
+        self._commit()
+
+    _REBALANCED = (KafkaError._ASSIGNMENT_LOST, KafkaError.REBALANCE_IN_PROGRESS,
+                   KafkaError.ILLEGAL_GENERATION, KafkaError.UNKNOWN_MEMBER_ID, KafkaError._NO_OFFSET)
+
+    def _commit(self, message: Message | None = None) -> None:
+        """Commit synchronously. If the group took these partitions away meanwhile (this worker
+        was paused past its session timeout, or a rebalance raced the commit), the commit is
+        lost, not the work: the new owner re-delivers from the last committed offset and the
+        handlers are idempotent. Anything else still raises."""
+        try:
+            if message is None:
+                self.consumer.commit(asynchronous=False)
+            else:
+                self.consumer.commit(message=message, asynchronous=False)
+        except KafkaException as exc:
+            code = exc.args[0].code() if exc.args and isinstance(exc.args[0], KafkaError) else None
+            if code not in self._REBALANCED:
+                raise
+            log.warning("%s: commit skipped after a rebalance (%s); the batch will be re-delivered",
+                        self.spec.name, exc.args[0])
 
     def _handle(self, msg: Message) -> None:
         name = self.spec.name

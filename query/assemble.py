@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from manifold.query.engine import Execution
-from manifold.query.plan import Plan
+from manifold.query.plan import REF_PATTERN, Plan
 from manifold.query.types import Evidence, Gap, ReplyStatus
 
 _NUMBER = re.compile(r"(?<![\w.-])-?\d+\.\d+(?![\w.-])")
@@ -155,3 +155,30 @@ def status_for(answer: str, evidence: Sequence[Evidence], gaps: Sequence[Gap], r
     if not evidence and not any(isinstance(v, Mapping) and v.get("matched_line_count") for v in result.values()):
         return "no_answer" if not gaps else "partial"
     return "partial" if gaps else "answered"
+
+
+def coverage_gaps(plan: Plan, execution: Execution) -> list[Gap]:
+    """Suppliers a metric was scoped to (by an earlier graph step) that have no matching lines.
+
+    "Total spend with our approved vendors" is complete only if every approved vendor was looked
+    at; a vendor with no invoice data is named as missing (seed 000 "Failure Boundaries"), so
+    the reply is `partial` rather than silently summing the others. Skipped when the metric's
+    evidence was capped (then absence of a supplier proves nothing)."""
+    gaps: list[Gap] = []
+    for step in plan.steps:
+        if step.operator != "metric_query" or step.id not in execution.results:
+            continue
+        ref = step.params.where.supplier_names
+        match = REF_PATTERN.match(ref) if isinstance(ref, str) else None
+        if match is None or match.group(1) not in execution.results:
+            continue
+        res = execution.results[step.id]
+        if any(g.kind == "capped" for g in res.gaps):
+            continue
+        expected = execution.results[match.group(1)].outputs.get("names", ())
+        seen = {str(ev.claims.get("supplier") or "").casefold() for ev in res.evidence if ev.kind == "record"}
+        missing = [name for name in expected if name.casefold() not in seen]
+        if missing:
+            gaps.append(Gap(step=step.id, kind="missing_data",
+                            detail=f"no matching {step.params.metric.replace('_', ' ')} lines for: {_join(missing)}"))
+    return gaps

@@ -139,6 +139,7 @@ class QueryService:
                                    gaps=[Gap(kind="missing_data", detail=str(exc))])
             policy.append("plan: routed, validated")
         execution = self._engine.execute(plan, tenant_id=principal.tenant_id, deadline=deadline)
+        execution.gaps.extend(assemble.coverage_gaps(plan, execution))
         evidence = self._final_check(execution, principal, policy)
         answer, result = assemble.compose(question, plan, execution)
         wrong = assemble.check_numbers(answer, result, evidence)

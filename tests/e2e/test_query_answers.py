@@ -86,6 +86,15 @@ def test_aggregate_total_matches_the_hand_checked_sum(answerer, world) -> None:
     assert {ev.record_id for ev in reply.evidence if ev.kind == "record"}
 
 
+def test_a_vendor_without_invoice_data_makes_the_total_partial_and_is_named(answerer, world) -> None:
+    reply = ask(answerer, world.northstar,
+                "What was Northstar Manufacturing's total spend with approved vendors in February 2026?")
+    assert reply.status == "partial", reply
+    assert reply.result["spend"]["totals"] == {"EUR": "1825.00"}  # INV-2026-0148 once; Acme not approved
+    assert sorted(reply.result["vendors"]["names"]) == ["Supplier Beta", "Supplier Gamma"]
+    assert any("Supplier Gamma" in g.detail and g.kind == "missing_data" for g in reply.gaps), reply.gaps
+
+
 def test_mixed_question_joins_the_notice_to_the_orders_and_their_exposure(answerer, world) -> None:
     reply = ask(answerer, world.northstar,
                 "Which delayed orders are affected by the supplier delay notice, and what is the revenue at risk?")

@@ -150,3 +150,32 @@ def test_unreachable_dlq_stops_without_committing() -> None:
     with pytest.raises(Transient):
         runner.process(FakeMessage(b"{}"))
     assert consumer.committed == []  # the message will be consumed again
+
+
+class _LostAssignmentConsumer(FakeConsumer):
+    def __init__(self, code: int) -> None:
+        super().__init__()
+        self.code = code
+
+    def commit(self, message, asynchronous: bool) -> None:
+        from confluent_kafka import KafkaError, KafkaException
+
+        raise KafkaException(KafkaError(self.code))
+
+
+def test_a_commit_lost_to_a_rebalance_is_not_fatal_the_batch_is_redelivered() -> None:
+    from confluent_kafka import KafkaError
+
+    runner, _, producer = _runner(lambda item: {"ok": item["n"]})
+    runner.consumer = _LostAssignmentConsumer(KafkaError._ASSIGNMENT_LOST)
+    runner.process(FakeMessage(b'{"n": 1}'))  # no exception: the work stays done, offsets re-read
+    assert [t for t, *_ in producer.sent] == ["out"]
+
+
+def test_other_commit_failures_still_raise() -> None:
+    from confluent_kafka import KafkaError, KafkaException
+
+    runner, _, _ = _runner(lambda item: {"ok": item["n"]})
+    runner.consumer = _LostAssignmentConsumer(KafkaError._TRANSPORT)
+    with pytest.raises(KafkaException):
+        runner.process(FakeMessage(b'{"n": 1}'))
