@@ -7,13 +7,17 @@ these same functions, so every runtime runs the same code.
 
 Guarantees: idempotent (same input → same keys, same ids, upserts only); a version older than
 the newest one already loaded for the document is skipped (returns None) and changes nothing.
+`run_load` also writes the version's vectors for every live parallel embedding configuration
+of the tenant (`embedding_migration.write_live_configs`, idempotent upserts) before returning
+the LoadNotice; these are not part of the version's artifacts or fingerprint.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from manifold.ingest import chunk, embed, extract, load, parse
+from manifold.ingest import chunk, embed, embedding_migration, extract, load, parse
+from manifold.ingest.embedding_migration import ParallelVectorStore
 from manifold.ingest.notices import StageNotice, payload_key
 from manifold.shared.artifacts import (
     ChunkedDocument,
@@ -26,6 +30,7 @@ from manifold.shared.artifacts import (
 )
 from manifold.shared.config import IngestSettings
 from manifold.shared.embedding import Embedder, EmbeddingInfo
+from manifold.shared.embedding_configs import ConfigEmbedders
 from manifold.shared.errors import BadInput
 from manifold.shared.events import DocumentUpserted
 from manifold.shared.ports import GraphStore, RelationalStore, StagingStore, TextIndex
@@ -62,6 +67,8 @@ class Ports:
     text: TextIndex
     graph: GraphStore
     embedder: Embedder
+    vectors: ParallelVectorStore | None = None
+    """Parallel embedding configurations (embedding migration); None writes primary only."""
 
 
 def _is_stale(ports: Ports, tenant_id: str, document_id: str, version: int) -> bool:
@@ -132,4 +139,7 @@ def run_load(notice: StageNotice, ports: Ports) -> LoadNotice | None:
     if _is_stale(ports, notice.tenant_id, notice.document_id, notice.version):
         return None
     extracted = ExtractedDocument.model_validate_json(_load(ports, notice, "extracted"))
-    return load.handle(extracted, ports.relational, ports.text, ports.graph)
+    loaded = load.handle(extracted, ports.relational, ports.text, ports.graph)
+    if ports.vectors is not None:  # before the LoadNotice leaves, so no version activates uncovered
+        embedding_migration.write_live_configs(extracted, ports.vectors, ConfigEmbedders(ports.embedder))
+    return loaded

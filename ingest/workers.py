@@ -61,6 +61,7 @@ def build_ports(settings: ManifoldSettings) -> pipeline.Ports:
     from manifold.shared.stores import pg_schema
     from manifold.shared.stores.elasticsearch import ElasticsearchTextIndex
     from manifold.shared.stores.neo4j import Neo4jGraphStore
+    from manifold.shared.stores.embedding_pg import PostgresEmbeddingStore
     from manifold.shared.stores.postgres import PostgresRelationalStore, PostgresStagingStore
 
     have = pg_schema.current_version(settings.postgres.ingest_conninfo())
@@ -84,6 +85,7 @@ def build_ports(settings: ManifoldSettings) -> pipeline.Ports:
         text=text,
         graph=graph,
         embedder=embedder,
+        vectors=PostgresEmbeddingStore.from_settings(settings),
     )
 
 

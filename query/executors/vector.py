@@ -21,11 +21,19 @@ Guarantees of `VectorExecutor.run(params, *, tenant_id, timeout_s)`:
   its tenant AND, by the restrictive policy `query_active_only` (migration 5), to active versions.
 - Last, the active-version check (`result["dropped_inactive"]`); an unreachable server, an
   aborted transaction or a statement timeout raises `Transient`.
+- Embedding configuration (embedding migration, DESIGN §3.4): the tenant's ACTIVE configuration
+  is read in the same snapshot (REPEATABLE READ) as the search, which then reads only that
+  configuration's vectors: `chunks.embedding` for `primary`, `chunk_vectors WHERE config = …`
+  (joined to the chunk with the same content hash) otherwise. So one query never mixes two
+  configurations. `run` embeds the query with that configuration's query embedder (outside the
+  transaction, for the configuration the tenant last used); if the active configuration differs,
+  it re-embeds and retries, and after a few changes in a row embeds inside the snapshot itself.
+  `result["embedding_config"]` names the configuration used.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -37,6 +45,8 @@ from manifold.query.plan import VectorSearchParams
 from manifold.query.types import Gap, StepResult, TextHit
 from manifold.shared.config import QuerySettings
 from manifold.shared.embedding import Embedder
+from manifold.shared.embedding_configs import PRIMARY, ConfigEmbedders
+from manifold.shared.stores.embedding_pg import active_config
 from manifold.shared.stores.postgres import TenantConnections
 
 VectorMode = Literal["exact", "hnsw"]
@@ -55,6 +65,32 @@ _EXACT = (f"WITH scored AS MATERIALIZED (SELECT {_INNER_COLS}, c.embedding <=> %
           f"FROM manifold.chunks c WHERE {_WHERE}), "
           "nn AS (SELECT * FROM scored ORDER BY distance, chunk_id LIMIT %(limit)s) " + _OUTER)
 
+# A parallel configuration: its vectors in `chunk_vectors`, each joined to the chunk it was made from.
+_WHERE_P = ("v.tenant_id = %(tenant)s AND v.config = %(config)s "
+            "AND (%(docs)s::text[] IS NULL OR v.document_id = ANY(%(docs)s))")
+_COUNT_P = f"SELECT count(*) FROM manifold.chunk_vectors v WHERE {_WHERE_P}"
+_JOIN_P = ("JOIN manifold.chunks c ON c.tenant_id = v.tenant_id AND c.chunk_id = v.chunk_id "
+           "AND c.content_sha256 = v.content_sha256")
+_HNSW_P = ("WITH knn AS (SELECT v.tenant_id, v.chunk_id, v.content_sha256, v.embedding <=> %(v)s AS distance "
+           f"FROM manifold.chunk_vectors v WHERE {_WHERE_P} ORDER BY v.embedding <=> %(v)s LIMIT %(limit)s), "
+           f"nn AS (SELECT {_INNER_COLS}, v.distance FROM knn v {_JOIN_P}) " + _OUTER)
+_EXACT_P = (f"WITH scored AS MATERIALIZED (SELECT {_INNER_COLS}, v.embedding <=> %(v)s AS distance "
+            f"FROM manifold.chunk_vectors v {_JOIN_P} WHERE {_WHERE_P}), "
+            "nn AS (SELECT * FROM scored ORDER BY distance, chunk_id LIMIT %(limit)s) " + _OUTER)
+_SQL = {True: (_COUNT, _EXACT, _HNSW), False: (_COUNT_P, _EXACT_P, _HNSW_P)}
+"""is primary -> (count, exact, hnsw)."""
+
+_CONFIG_RETRIES = 3
+
+
+class EmbeddingConfigChanged(RuntimeError):
+    """The tenant's active embedding configuration is not the one the vector was made with."""
+
+    def __init__(self, expected: str, active: str) -> None:
+        super().__init__(f"vector made with embedding configuration {expected!r}, active is {active!r}")
+        self.expected = expected
+        self.active = active
+
 
 @dataclass(frozen=True)
 class VectorSearch:
@@ -64,6 +100,8 @@ class VectorSearch:
     """Active chunks under the filter (counted only when the mode was chosen automatically)."""
     dropped_inactive: int
     store_ms: float
+    config: str = PRIMARY
+    """The embedding configuration searched (the tenant's active one, read in the same snapshot)."""
 
 
 def recall_at_k(approximate: Sequence[str], exact: Sequence[str], k: int = 10) -> float:
@@ -77,19 +115,34 @@ def recall_at_k(approximate: Sequence[str], exact: Sequence[str], k: int = 10) -
 class VectorExecutor:
     """pgvector nearest neighbours under the tenant filter (see module docstring)."""
 
-    def __init__(self, db: TenantConnections, embedder: Embedder, settings: QuerySettings) -> None:
+    def __init__(self, db: TenantConnections, embedder: Embedder, settings: QuerySettings,
+                 configs: ConfigEmbedders | None = None) -> None:
         self._db = db
         self._embedder = embedder
         self._settings = settings
+        self._configs = configs or ConfigEmbedders(embedder)
+        self._last_config: dict[str, str] = {}
+        """tenant -> the configuration it last searched (a guess, confirmed in each search)."""
 
     def run(self, params: VectorSearchParams, *, tenant_id: str, timeout_s: float) -> StepResult:
         docs = require_list(params.document_ids, "document_ids")
         if docs == []:
             return StepResult(result={"dropped_inactive": 0}, gaps=(
                 Gap(kind="missing_data", step=None, detail="vector: no documents in scope"),))
-        vector = self._embedder.encode([params.query])[0]
-        found = self.search_vector(vector, tenant_id=tenant_id, limit=params.limit, timeout_s=timeout_s,
-                                   ef_search=params.ef_search, document_ids=docs)
+        config = self._last_config.get(tenant_id, PRIMARY)
+        found: VectorSearch | None = None
+        for _ in range(_CONFIG_RETRIES):
+            vector = self._configs.encode_query(config, params.query)
+            try:
+                found = self.search_vector(vector, tenant_id=tenant_id, limit=params.limit, timeout_s=timeout_s,
+                                           ef_search=params.ef_search, document_ids=docs, config=config)
+                break
+            except EmbeddingConfigChanged as changed:
+                config = self._last_config[tenant_id] = changed.active
+        if found is None:  # the configuration keeps changing: embed inside the search's snapshot
+            found = self._search(lambda active: self._configs.encode_query(active, params.query),
+                                 tenant_id=tenant_id, limit=params.limit, timeout_s=timeout_s,
+                                 ef_search=params.ef_search, document_ids=docs, mode=None, config=None)
         at = now_utc()
         return StepResult(
             outputs={"identifiers": unique(i for h in found.hits for i in h.identifiers),
@@ -98,38 +151,57 @@ class VectorExecutor:
                            for h in found.hits),
             hits=found.hits, rows=len(found.hits) + found.dropped_inactive, store_ms=found.store_ms,
             result={"vector_mode": found.mode, "filtered_count": found.filtered_count,
-                    "dropped_inactive": found.dropped_inactive},
+                    "dropped_inactive": found.dropped_inactive, "embedding_config": found.config},
         )
 
     def search_vector(self, vector: Sequence[float], *, tenant_id: str, limit: int, timeout_s: float,
                       ef_search: int = 100, document_ids: Sequence[str] | None = None,
-                      mode: VectorMode | None = None) -> VectorSearch:
-        """Nearest active chunks to `vector`; `mode=None` chooses by the filtered count."""
+                      mode: VectorMode | None = None, config: str | None = None) -> VectorSearch:
+        """Nearest active chunks to `vector`; `mode=None` chooses by the filtered count.
+
+        `config` names the embedding configuration `vector` was made with; if it is not the
+        tenant's active one, `EmbeddingConfigChanged` is raised and nothing is searched. `None`
+        searches whichever configuration is active (`VectorSearch.config` says which)."""
+        return self._search(lambda _: vector, tenant_id=tenant_id, limit=limit, timeout_s=timeout_s,
+                            ef_search=ef_search, document_ids=document_ids, mode=mode, config=config)
+
+    def _search(self, make_vector: Callable[[str], Sequence[float]], *, tenant_id: str, limit: int,
+                timeout_s: float, ef_search: int, document_ids: Sequence[str] | None, mode: VectorMode | None,
+                config: str | None) -> VectorSearch:
+        """`search_vector` with the vector made from the active configuration's name, inside the
+        search's snapshot."""
         clock = StoreClock()
-        args: dict[str, Any] = {"tenant": tenant_id, "v": np.asarray(vector, dtype=np.float32),
+        args: dict[str, Any] = {"tenant": tenant_id,
                                 "docs": list(document_ids) if document_ids is not None else None,
                                 "limit": limit}
         count: int | None = None
-        with clock, self._db.transaction(tenant_id) as conn:
+        with clock, self._db.transaction(tenant_id, snapshot=True) as conn:
             conn.execute("SELECT set_config('statement_timeout', %s, true)",
                          (str(pg_timeout_ms(timeout_s, self._settings)),))
+            active = active_config(conn, tenant_id)
+            if config is not None and config != active:
+                raise EmbeddingConfigChanged(config, active)
+            args["config"] = active
+            args["v"] = np.asarray(make_vector(active), dtype=np.float32)
+            count_sql, exact_sql, hnsw_sql = _SQL[active == PRIMARY]
             if mode is None:
-                row = conn.execute(_COUNT, args).fetchone()
+                row = conn.execute(count_sql, args).fetchone()
                 count = int(row[0]) if row else 0
                 mode = "exact" if count < self._settings.exact_search_below else "hnsw"
             if mode == "exact":
                 conn.execute("SELECT set_config('enable_indexscan', 'off', true)")
-                rows = conn.execute(_EXACT, args).fetchall()
+                rows = conn.execute(exact_sql, args).fetchall()
             else:
                 conn.execute("SELECT set_config('hnsw.ef_search', %s, true), "
                              "set_config('hnsw.iterative_scan', 'relaxed_order', true)", (str(ef_search),))
-                rows = conn.execute(_HNSW, args).fetchall()
+                rows = conn.execute(hnsw_sql, args).fetchall()
             hits = [hit_from_row(row, source_kind="vector", rank=1, score=1.0 - float(row[9]))
                     for row in sorted(rows, key=lambda r: (float(r[9]), r[0]))]
             kept, dropped = final_check(conn, tenant_id, hits)
         ranked = tuple(h.model_copy(update={"rank": i}) for i, h in enumerate(kept, start=1))
+        self._last_config[tenant_id] = active
         return VectorSearch(hits=ranked, mode=mode, filtered_count=count, dropped_inactive=dropped,
-                            store_ms=clock.ms)
+                            store_ms=clock.ms, config=active)
 
     def exact_neighbours(self, vector: Sequence[float], *, tenant_id: str, limit: int = 10,
                          timeout_s: float = 10.0, document_ids: Sequence[str] | None = None) -> VectorSearch:
