@@ -19,9 +19,11 @@ $(STAMP): deploy/python/requirements.lock pyproject.toml deploy/python/en_core_w
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
+# The embedded profile end to end: starts PostgreSQL in .manifold/ (MANIFOLD_EMBEDDED__DIR), ingests the
+# sample world in-process, answers one question of every class and exits non-zero if any answer is wrong.
+# QUICKSTART_ARGS=--reset starts clean.
 quickstart: venv
-	$(BIN)/manifold stack up postgres
-	@$(BIN)/manifold stack status || true
+	$(BIN)/manifold quickstart $(QUICKSTART_ARGS)
 
 stack-up: venv
 	$(BIN)/manifold stack up
@@ -42,3 +44,9 @@ test: venv
 	  CI=$${CI:-} $(BIN)/python -m pytest; rc=$$?; \
 	  $(BIN)/manifold stack down; \
 	  exit $$rc
+
+# Re-runs the evaluations on the local stack (golden set, BEIR SciFact: stack up and migrated) and
+# regenerates BENCHMARKS.md from bench/results/*.json.
+.PHONY: bench
+bench: venv
+	$(BIN)/manifold eval all

@@ -125,10 +125,14 @@ def load_labelled(path: Path | None = None) -> list[tuple[str, tuple[IntentType,
     return rows
 
 
-def train_default(embedder: TextEncoder) -> IntentClassifier:
-    """A classifier trained on every packaged labelled question."""
+def train_default(embedder: TextEncoder, *, fit_encoder: TextEncoder | None = None) -> IntentClassifier:
+    """A classifier trained on every packaged labelled question. `fit_encoder` (default: the
+    embedder) embeds the training set only — e.g. an on-disk cache of the same model's vectors;
+    questions are always embedded live by `embedder`."""
     rows = load_labelled()
-    return IntentClassifier(embedder).fit([q for q, _ in rows], [labels for _, labels in rows])
+    model = IntentClassifier(fit_encoder or embedder).fit([q for q, _ in rows], [labels for _, labels in rows])
+    model.embedder = embedder
+    return model
 
 
 __all__ = ["BASE_INTENTS", "IntentClassifier", "TextEncoder", "labelled_path", "load_labelled",

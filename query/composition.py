@@ -12,8 +12,11 @@ Guarantees:
 
 from __future__ import annotations
 
-import threading
+import hashlib
+import json
+import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 from manifold.query.types import Principal, QueryReply, QueryRequest, StepResult
@@ -70,31 +73,40 @@ class _SignedContinuations:
         return sessions.open_(blob, key=self._key, tenant_id=tenant_id, session_id=session_id)
 
 
-class _LazyClassifier:
-    """Trains the intent classifier on first use (a few seconds), once per process."""
+class _CachedEncoder:
+    """Vectors of one exact list of texts, cached on disk per model: a later process (each
+    `manifold ask --profile embedded` is one) skips re-embedding the router's training set.
+    The key is a sha256 of the model identity and the texts, so other texts or another model
+    miss; files are written atomically (temp file, then rename)."""
 
-    def __init__(self, embedder: Any) -> None:
-        self._embedder = embedder
-        self._model: Any = None
-        self._lock = threading.Lock()
+    def __init__(self, live: Any, cache_dir: Path) -> None:
+        self._live = live
+        self._dir = cache_dir
 
-    def __getattr__(self, name: str) -> Any:
-        with self._lock:
-            if self._model is None:
-                from manifold.query.classifier import train_default
-
-                self._model = train_default(self._embedder)
-        return getattr(self._model, name)
+    def encode(self, texts: list[str]) -> list[list[float]]:
+        key = hashlib.sha256(json.dumps([str(getattr(self._live, "info", "")), texts]).encode()).hexdigest()
+        path = self._dir / f"vectors-{key[:32]}.json"
+        if path.is_file():
+            return [[float(x) for x in row] for row in json.loads(path.read_text())]
+        vectors = [[float(x) for x in row] for row in self._live.encode(texts)]
+        self._dir.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(vectors))
+        tmp.replace(path)
+        return vectors
 
 
 def build_answerer(settings: ManifoldSettings) -> Any:
-    """The real `QueryService` over the stores named in `settings`."""
+    """The real `QueryService` over the stores named in `settings` (its `profile` decides which)."""
+    if settings.profile == "embedded":
+        return build_embedded_answerer(settings)
     import neo4j
     from elasticsearch import Elasticsearch
 
     from manifold.query import guard, router
     from manifold.query.breaker import Breakers
     from manifold.query.catalog import CatalogReader
+    from manifold.query.classifier import train_default
     from manifold.query.engine import Engine
     from manifold.query.executors.bm25 import BM25Executor
     from manifold.query.executors.exact import ExactLookupExecutor
@@ -113,6 +125,9 @@ def build_answerer(settings: ManifoldSettings) -> Any:
     driver = neo4j.GraphDatabase.driver(settings.neo4j.uri, auth=(settings.neo4j.user,
                                                                   settings.neo4j.password.get_secret_value()))
     embedder = SentenceTransformerEmbedder()
+    # Warm up before the first request, not inside its deadline: load the model and train the
+    # intent classifier (a few seconds, local only, nothing connects).
+    classifier = train_default(embedder)
     catalog = CatalogReader(driver, pg, settings)
     exact = ExactLookupExecutor(es, pg, q)
     bm25 = BM25Executor(es, pg, q)
@@ -130,5 +145,54 @@ def build_answerer(settings: ManifoldSettings) -> Any:
     service = QueryService(engine=engine, catalog=catalog, active=_ManifestActive(pg),
                            continuations=_SignedContinuations(q.token_key.get_secret_value()),
                            screen=guard.screen, route=router.route, apply_choice=router.apply_choice,
-                           classifier=_LazyClassifier(embedder), closers=(es.close, driver.close))
+                           classifier=classifier, closers=(es.close, driver.close))
     return service
+
+
+def build_embedded_answerer(settings: ManifoldSettings) -> Any:
+    """The same `QueryService` (guard, router, planner, engine, fusion, checks) for the embedded
+    profile: every executor reads the one PostgreSQL through the query role — BM25 and exact
+    lookups over the text-index tables, graph expansion over the edges table, the catalog from
+    the graph tables — beside the unchanged pgvector and metric executors."""
+    from manifold.query import guard, router
+    from manifold.query.breaker import Breakers
+    from manifold.query.classifier import train_default
+    from manifold.query.engine import Engine
+    from manifold.query.executors.hybrid import HybridExecutor
+    from manifold.query.executors.metric import MetricExecutor
+    from manifold.query.executors.pg_graph import PgGraphExpandExecutor
+    from manifold.query.executors.pg_lexical import PgBM25Executor, PgExactLookupExecutor
+    from manifold.query.executors.resolve import ResolveEntityExecutor
+    from manifold.query.executors.vector import VectorExecutor
+    from manifold.query.pg_catalog import PostgresCatalogReader
+    from manifold.query.service import QueryService
+    from manifold.shared.embedding import SentenceTransformerEmbedder
+    from manifold.shared.stores.postgres import TenantConnections
+
+    q = settings.query
+    pg = TenantConnections(settings.postgres.query_conninfo(), vectors=True)
+    embedder = SentenceTransformerEmbedder()
+    # Warm up before the first request, not inside its deadline: load the model and train the
+    # intent classifier (a few seconds, local only, nothing connects).
+    classifier = train_default(embedder, fit_encoder=_CachedEncoder(embedder, settings.embedded.dir.resolve() / "cache"))
+    catalog = PostgresCatalogReader.from_settings(settings)
+    exact = PgExactLookupExecutor.from_settings(settings)
+    bm25 = PgBM25Executor.from_settings(settings)
+    vector = VectorExecutor(pg, embedder, q)
+    executors = {
+        "resolve_entity": _Sourced(ResolveEntityExecutor(catalog), "postgres-graph"),
+        "exact_lookup": _Sourced(exact, "postgres-text"),
+        "bm25_search": _Sourced(bm25, "postgres-text"),
+        "vector_search": _Sourced(vector, "postgres"),
+        "hybrid_search": _Sourced(HybridExecutor(exact, bm25, vector, pg, q), "hybrid"),
+        "metric_query": _Sourced(MetricExecutor(pg, settings), "postgres"),
+        "graph_expand": _Sourced(PgGraphExpandExecutor.from_settings(settings), "postgres-graph"),
+    }
+    engine = Engine(executors, Breakers(failures=q.breaker_failures, reset_s=q.breaker_reset_s))
+    closers = [c.close for c in (catalog, exact, bm25, executors["graph_expand"]._executor)  # noqa: SLF001
+               if callable(getattr(c, "close", None))]
+    return QueryService(engine=engine, catalog=catalog, active=_ManifestActive(pg),
+                        continuations=_SignedContinuations(q.token_key.get_secret_value()),
+                        screen=guard.screen, route=router.route, apply_choice=router.apply_choice,
+                        classifier=classifier,
+                        closers=tuple(closers))

@@ -153,6 +153,18 @@ class StackSettings(_Section):
     start_timeout_s: float = Field(240.0, gt=0)
 
 
+class EmbeddedSettings(_Section):
+    """The embedded profile (`profile=embedded`): where its state lives and how its bus is cut.
+
+    `dir` holds the embedded PostgreSQL's cluster (`dir/data/postgres`), its log and pid, and the
+    quickstart's sample files; it is started there when `postgres.host:port` is not reachable.
+    `partitions` is fixed when the bus is first used (a key's partition depends on it)."""
+
+    dir: Path = Path(".manifold")
+    partitions: int = Field(4, ge=1, le=64)
+    start_timeout_s: float = Field(120.0, gt=0)
+
+
 class ManifoldSettings(BaseSettings):
     """Connection settings for every store and the bus, plus the deployment profile.
 
@@ -172,6 +184,7 @@ class ManifoldSettings(BaseSettings):
     ingest: IngestSettings = IngestSettings()
     query: QuerySettings = QuerySettings()
     stack: StackSettings = StackSettings()
+    embedded: EmbeddedSettings = EmbeddedSettings()
 
     @model_validator(mode="after")
     def _no_unknown_environment(self) -> ManifoldSettings:

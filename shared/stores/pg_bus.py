@@ -1,0 +1,135 @@
+"""`Bus` on PostgreSQL: the embedded profile's durable log (tables from migration 8).
+
+`bus_messages(topic, partition, offset, key, value, headers, ts)` is the log;
+`bus_offsets(group_id, topic, partition, offset)` holds each consumer group's committed position
+(the next offset to deliver). Guarantees (see `shared/bus.py` for the contract):
+- `append` is one transaction: all records or none, durable at commit. Offsets are allocated
+  under a transaction-scoped advisory lock per (topic, partition), taken in sorted order (no
+  deadlocks), so a partition's offsets are gap-free and become visible in offset order —
+  concurrent appenders from several processes are safe.
+- `commit` upserts the group's positions in one transaction; a consumer that dies before it
+  leaves the messages to be delivered again (at-least-once).
+- State survives the process: a new `PostgresBus` on the same database sees every message and
+  every committed offset.
+- Runs as `manifold_ingest`; any database error surfaces as `Transient`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+
+from manifold.shared.bus import BusMessage, Record, partition_for
+from manifold.shared.errors import Transient
+
+_LOCK_SPACE = 0x6D62  # "mb": advisory-lock namespace of the bus (first key of the two-int form)
+
+
+class PostgresBus:
+    def __init__(self, conninfo: str, *, partitions: int = 4, connect_timeout: int = 10) -> None:
+        if partitions < 1:
+            raise ValueError("a bus needs at least one partition")
+        self.partitions = partitions
+        self._conninfo = conninfo
+        self._timeout = connect_timeout
+        self._conn: psycopg.Connection[Any] | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> PostgresBus:
+        return cls(settings.postgres.ingest_conninfo(), partitions=settings.embedded.partitions)
+
+    @contextmanager
+    def _tx(self) -> Iterator[psycopg.Connection[Any]]:
+        with self._lock:
+            try:
+                if self._conn is None or self._conn.closed:
+                    self._conn = psycopg.connect(self._conninfo, connect_timeout=self._timeout)
+                with self._conn.transaction():
+                    yield self._conn
+            except psycopg.OperationalError as err:
+                if self._conn is not None:
+                    self._conn.close()
+                self._conn = None
+                raise Transient(f"bus database unavailable: {err}") from err
+            except psycopg.Error as err:
+                raise Transient(f"bus database error: {err}") from err
+
+    def append(self, records: Sequence[Record]) -> list[BusMessage]:
+        placed = [(r, partition_for(r.key, self.partitions)) for r in records]
+        out: list[BusMessage] = []
+        with self._tx() as conn:
+            nexts: dict[tuple[str, int], int] = {}
+            for topic, part in sorted({(r.topic, p) for r, p in placed}):
+                conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_LOCK_SPACE, f"{topic}/{part}"))
+                row = conn.execute(
+                    'SELECT coalesce(max("offset") + 1, 0) FROM manifold.bus_messages '
+                    "WHERE topic = %s AND partition = %s", (topic, part)).fetchone()
+                nexts[(topic, part)] = int(row[0]) if row else 0
+            rows = []
+            for r, part in placed:
+                offset = nexts[(r.topic, part)]
+                nexts[(r.topic, part)] = offset + 1
+                headers = json.dumps([[k, base64.b64encode(v).decode()] for k, v in r.headers])
+                rows.append((r.topic, part, offset, r.key, r.value, headers))
+                out.append(BusMessage(r.topic, part, offset, r.key, r.value, r.headers))
+            with conn.cursor() as cur:
+                cur.executemany(
+                    'INSERT INTO manifold.bus_messages (topic, partition, "offset", key, value, headers) '
+                    "VALUES (%s, %s, %s, %s, %s, %s::jsonb)", rows)
+        return out
+
+    def fetch(self, topic: str, positions: Mapping[int, int], limit: int) -> list[BusMessage]:
+        if limit <= 0 or not positions:
+            return []
+        parts, starts = zip(*sorted(positions.items()), strict=True)
+        with self._tx() as conn:
+            rows = conn.execute(
+                'SELECT m.partition, m."offset", m.key, m.value, m.headers, m.ts '
+                "FROM manifold.bus_messages m "
+                "JOIN unnest(%s::int[], %s::bigint[]) AS p(partition, start) ON m.partition = p.partition "
+                'WHERE m.topic = %s AND m."offset" >= p.start ORDER BY m."offset", m.partition LIMIT %s',
+                (list(parts), list(starts), topic, limit)).fetchall()
+        return [BusMessage(topic, part, offset, None if key is None else bytes(key), bytes(value),
+                           [(k, base64.b64decode(v)) for k, v in headers], ts)
+                for part, offset, key, value, headers, ts in rows]
+
+    def committed(self, group: str, topic: str) -> dict[int, int]:
+        with self._tx() as conn:
+            rows = conn.execute('SELECT partition, "offset" FROM manifold.bus_offsets '
+                                "WHERE group_id = %s AND topic = %s", (group, topic)).fetchall()
+        return {int(p): int(o) for p, o in rows}
+
+    def commit(self, group: str, topic: str, offsets: Mapping[int, int]) -> None:
+        if not offsets:
+            return
+        with self._tx() as conn, conn.cursor() as cur:
+            cur.executemany(
+                'INSERT INTO manifold.bus_offsets (group_id, topic, partition, "offset") VALUES (%s, %s, %s, %s) '
+                'ON CONFLICT (group_id, topic, partition) DO UPDATE SET "offset" = excluded."offset", '
+                "updated_at = clock_timestamp()",
+                [(group, topic, p, o) for p, o in sorted(offsets.items())])
+
+    def end_offsets(self, topic: str) -> dict[int, int]:
+        with self._tx() as conn:
+            rows = conn.execute('SELECT partition, max("offset") + 1 FROM manifold.bus_messages '
+                                "WHERE topic = %s GROUP BY partition", (topic,)).fetchall()
+        ends = dict.fromkeys(range(self.partitions), 0)
+        ends.update({int(p): int(o) for p, o in rows})
+        return ends
+
+    def groups(self) -> list[str]:
+        with self._tx() as conn:
+            return [g for (g,) in conn.execute("SELECT DISTINCT group_id FROM manifold.bus_offsets ORDER BY 1")]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
