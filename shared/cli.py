@@ -82,8 +82,13 @@ def _ingest(args: argparse.Namespace) -> int:
     from manifold.ingest.client import count_files
     from manifold.shared.config import ManifoldSettings
 
+    settings = ManifoldSettings()
+    if settings.profile == "embedded":
+        from manifold.shared import cli_embedded
+
+        return cli_embedded.ingest(args, settings)
     paths = [Path(p) for p in args.paths]
-    client = _upstream_client(ManifoldSettings())
+    client = _upstream_client(settings)
     with tqdm(total=count_files(paths), unit="file", desc="publishing", file=sys.stderr,
               disable=args.quiet) as bar:
         report = client.publish_paths(args.tenant, paths, progress=lambda _: bar.update(1))
@@ -97,7 +102,12 @@ def _ingest(args: argparse.Namespace) -> int:
 def _delete(args: argparse.Namespace) -> int:
     from manifold.shared.config import ManifoldSettings
 
-    version = _upstream_client(ManifoldSettings()).delete(args.tenant, args.document_id)
+    settings = ManifoldSettings()
+    if settings.profile == "embedded":
+        from manifold.shared import cli_embedded
+
+        return cli_embedded.delete(args, settings)
+    version = _upstream_client(settings).delete(args.tenant, args.document_id)
     if version is None:
         print(f"{args.document_id!r} is not a published document of tenant {args.tenant!r}", file=sys.stderr)
         return 1
@@ -257,9 +267,22 @@ def _ask(args: argparse.Namespace) -> int:
         return 2
     settings = ManifoldSettings()
     try:
-        with QueryClient(settings, token=mint_dev_token(settings, args.tenant)) as client:
-            reply = client.ask(args.question or None, plan, deadline_ms=args.deadline_ms, session_id=args.session,
-                               continuation=continuation, choice=args.choice)
+        as_of = _as_of(args.as_of)
+    except ValueError:
+        print(f"manifold ask: --as-of {args.as_of!r} is not a date (YYYY-MM-DD)", file=sys.stderr)
+        return 2
+    try:
+        if settings.profile == "embedded":  # answered in this process: no Kafka, no query worker
+            from manifold.shared import cli_embedded
+
+            reply = cli_embedded.answer(settings, args.tenant, args.question or None, plan,
+                                        deadline_ms=args.deadline_ms, session_id=args.session,
+                                        continuation=continuation, choice=args.choice, as_of=as_of)
+        else:
+            with QueryClient(settings, token=mint_dev_token(settings, args.tenant)) as client:
+                reply = client.ask(args.question or None, plan, deadline_ms=args.deadline_ms,
+                                   session_id=args.session, continuation=continuation, choice=args.choice,
+                                   as_of=as_of)
     except QueryTimeout as err:
         print(f"manifold ask: timeout: {err}", file=sys.stderr)
         return 1
@@ -276,6 +299,13 @@ def _ask(args: argparse.Namespace) -> int:
     else:
         print(_render_reply(reply, session=args.session))
     return _ASK_EXIT.get(reply.status, 1)
+
+
+def _as_of(text: str | None):  # type: ignore[no-untyped-def]
+    """`--as-of YYYY-MM-DD`: the date relative phrases ("last quarter") are read against."""
+    from datetime import UTC, date, datetime
+
+    return None if not text else datetime.combine(date.fromisoformat(text), datetime.min.time(), UTC)
 
 
 def _render_reply(reply, *, session: str | None) -> str:  # type: ignore[no-untyped-def]
@@ -314,6 +344,24 @@ def _render_reply(reply, *, session: str | None) -> str:  # type: ignore[no-unty
     return "\n".join(lines)
 
 
+def _lifecycle_ports(settings):  # type: ignore[no-untyped-def]
+    """Manifest and store ports of the settings' profile (embedded: started and migrated if needed)."""
+    if settings.profile == "embedded":
+        from manifold.shared import cli_embedded
+
+        return cli_embedded.lifecycle_ports(settings)
+    from manifold.ingest import lifecycle
+
+    return lifecycle.build_ports(settings)
+
+
+def _quickstart(args: argparse.Namespace) -> int:
+    from manifold.shared import cli_embedded
+    from manifold.shared.config import ManifoldSettings
+
+    return cli_embedded.quickstart(args, ManifoldSettings(profile="embedded"))
+
+
 def _lifecycle_tenants(ports, tenant: str | None) -> list[str]:  # type: ignore[no-untyped-def]
     from manifold.ingest.reconciler import tenants
 
@@ -326,7 +374,7 @@ def _status(args: argparse.Namespace) -> int:
     from manifold.ingest import lifecycle
     from manifold.shared.config import ManifoldSettings
 
-    ports = lifecycle.build_ports(ManifoldSettings())
+    ports = _lifecycle_ports(ManifoldSettings())
     result = lifecycle.status(ports, _lifecycle_tenants(ports, args.tenant))
     if args.json:
         print(json.dumps(result, indent=2, default=str))
@@ -342,11 +390,11 @@ def _status(args: argparse.Namespace) -> int:
 def _reconcile(args: argparse.Namespace) -> int:
     import json
 
-    from manifold.ingest import lifecycle, reconciler
+    from manifold.ingest import reconciler
     from manifold.shared.config import ManifoldSettings
 
     settings = ManifoldSettings()
-    ports = lifecycle.build_ports(settings)
+    ports = _lifecycle_ports(settings)
     report = reconciler.reconcile(ports, [args.tenant] if args.tenant else None, repair_drift=args.repair,
                                   grace_s=settings.ingest.gc_grace_s)
     out = report.to_json()
@@ -363,6 +411,97 @@ def _reconcile(args: argparse.Namespace) -> int:
     if report.failed:
         return 1
     return 0 if args.repair or not report.findings else 3
+
+
+def _embeddings(args: argparse.Namespace) -> int:
+    import json
+
+    from tqdm import tqdm
+
+    from manifold.ingest import embedding_migration as em
+    from manifold.shared.config import ManifoldSettings
+    from manifold.shared.embedding import SentenceTransformerEmbedder
+    from manifold.shared.embedding_configs import (ConfigEmbedders, EmbeddingConfigMismatch, UnknownEmbeddingConfig,
+                                                   registry)
+    from manifold.shared.stores.embedding_pg import ActivationRefused, PostgresEmbeddingStore
+    from manifold.shared.stores.manifest_pg import PostgresVersionManifest
+
+    if args.action != "status" and not args.config:
+        print(f"manifold embeddings {args.action}: name a CONFIG", file=sys.stderr)
+        return 2
+    settings = ManifoldSettings()
+    store = PostgresEmbeddingStore.from_settings(settings)
+    embedders = ConfigEmbedders(SentenceTransformerEmbedder(batch_size=settings.ingest.embed_batch_size))
+    tenants = [args.tenant] if args.tenant else PostgresVersionManifest.from_settings(settings).tenants()
+    out: dict[str, object] = {}
+    code = 0
+    try:
+        if args.action == "status":
+            out = {"configs": {n: {**c.definition(), "description": c.description} for n, c in registry().items()},
+                   "tenants": {t: store.states(t) for t in tenants}}
+            if not args.json:
+                for t, states in out["tenants"].items():  # type: ignore[attr-defined]
+                    for name, body in sorted(states.items()):
+                        print(f"{t:<28}{name:<20}{body['state']:<12}vectors {body.get('stored_vectors', '-')}")
+        elif args.action == "backfill":
+            embedded = {}
+            for t in tenants:
+                with tqdm(unit="chunk", desc=f"{args.config} {t}", file=sys.stderr, disable=args.json) as bar:
+                    embedded[t] = em.backfill(store, embedders, args.config, t, batch_size=args.batch_size,
+                                              progress=bar.update, on_total=lambda n, b=bar: b.reset(total=n))
+            out = {"config": args.config, "embedded": embedded}
+            if not args.json:
+                print(f"{args.config}: embedded {sum(embedded.values())} chunk(s) over {len(embedded)} tenant(s)")
+        elif args.action == "verify":
+            ok, reports = em.verify(store, embedders, args.config, tenants)
+            out = {"config": args.config, "verified": ok, "tenants": {r.tenant_id: r.to_json() for r in reports}}
+            code = 0 if ok else 3
+            if not args.json:
+                for r in reports:
+                    print(f"{r.tenant_id:<28}{'ok' if r.ok else 'FAIL':<6}chunks {r.chunks} vectors {r.vectors} "
+                          f"missing {r.missing} stale {r.stale} bad_dim {r.bad_dim} bad_norm {r.bad_norm} "
+                          f"orphaned {r.orphaned} checksum {r.checksum}")
+                print(f"{args.config}: {'verified' if ok else 'NOT verified'}")
+        elif args.action == "activate":
+            reports = em.activate(store, embedders, args.config, tenants)
+            out = {"config": args.config, "activated": sorted(reports),
+                   "tenants": {t: r.to_json() for t, r in reports.items()}}
+            if not args.json:
+                print(f"{args.config}: active for {len(reports)} tenant(s)")
+        else:
+            deleted = em.retire(store, args.config, tenants)
+            out = {"config": args.config, "deleted": deleted}
+            if not args.json:
+                print(f"{args.config}: retired, {sum(deleted.values())} vector(s) deleted")
+    except (ActivationRefused, UnknownEmbeddingConfig, EmbeddingConfigMismatch) as err:
+        print(f"manifold embeddings {args.action}: {err}", file=sys.stderr)
+        out, code = {"error": str(err)}, 1
+    if args.json:
+        print(json.dumps(out, indent=2, default=str))
+    return code
+
+
+def _eval(args: argparse.Namespace) -> int:
+    """Runs the evaluation scripts of a source checkout's `bench/` (they are not part of the wheel)."""
+    import subprocess
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[1] / "bench"
+    if not (bench / "report.py").exists():
+        print(f"manifold eval: no bench/ scripts next to this package ({bench}); run it from a source checkout",
+              file=sys.stderr)
+        return 2
+    steps = {"golden": ["eval_golden.py", *(["--reuse", args.reuse] if args.reuse else [])],
+             "scifact": ["eval_scifact.py", "all"], "report": ["report.py"]}
+    # SciFact first: its ingestion drains any SciFact backlog on the topics, which the golden set's
+    # fresh ingestion would otherwise queue behind.
+    chosen = ["scifact", "golden", "report"] if args.what == "all" else [args.what]
+    for name in chosen:
+        code = subprocess.call([sys.executable, str(bench / steps[name][0]), *steps[name][1:]])
+        if code != 0:
+            print(f"manifold eval: {name} failed with exit code {code}", file=sys.stderr)
+            return code
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -435,6 +574,7 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--session", metavar="S", help="session name for clarify turns")
     ask.add_argument("--choice", metavar="C", help="the candidate chosen for the session's pending clarification")
     ask.add_argument("--plan", metavar="FILE.json", help="send this explicit plan instead of a question")
+    ask.add_argument("--as-of", metavar="YYYY-MM-DD", help="read relative dates against this day (default today)")
     ask.set_defaults(run=_ask)
 
     status = sub.add_parser("status", help="per document: active version, state, artifact counts per store")
@@ -454,6 +594,47 @@ def build_parser() -> argparse.ArgumentParser:
     reconcile.add_argument("--tenant", help=tenant_help + "; default all tenants")
     reconcile.add_argument("--json", action="store_true", help="machine-readable output")
     reconcile.set_defaults(run=_reconcile)
+
+    embeddings = sub.add_parser(
+        "embeddings",
+        help="embedding migration: status, backfill, verify, activate, retire a configuration",
+        description="A configuration (model, revision, dimension, normalisation, template) other than "
+        "'primary' is backfilled into a parallel table, verified (every chunk has one current vector; "
+        "counts and checksum) and activated per tenant in one transaction; queries use the active one. "
+        "Exit 3 when verify fails, 1 when a step is refused.",
+    )
+    embeddings.add_argument("action", choices=["status", "backfill", "verify", "activate", "retire"])
+    embeddings.add_argument("config", nargs="?", metavar="CONFIG", help="configuration name (not for status)")
+    embeddings.add_argument("--tenant", help=tenant_help + "; default all tenants")
+    embeddings.add_argument("--batch-size", type=int, default=64, metavar="N", help="backfill batch (default 64)")
+    embeddings.add_argument("--json", action="store_true", help="machine-readable output")
+    embeddings.set_defaults(run=_embeddings)
+    for command in (ingest, delete, ask, status, reconcile):
+        command.add_argument("--profile", choices=["embedded", "distributed"],
+                             help="overrides MANIFOLD_PROFILE; embedded runs everything in this process")
+
+    quickstart = sub.add_parser(
+        "quickstart",
+        help="embedded profile: ingest the sample world and answer one question of every class, checked",
+        description="Starts PostgreSQL in MANIFOLD_EMBEDDED__DIR (default .manifold/) unless one answers on "
+        "MANIFOLD_POSTGRES__PORT, ingests the two-tenant sample world in-process, asks one question per class "
+        "and checks each answer. Exit 1 if any answer is wrong. Idempotent; --reset starts clean.",
+    )
+    quickstart.add_argument("--reset", action="store_true", help="stop and delete the embedded data directory first")
+    quickstart.add_argument("--quiet", action="store_true", help="no progress bars")
+    quickstart.set_defaults(run=_quickstart)
+
+    evaluate = sub.add_parser(
+        "eval",
+        help="run the evaluations under bench/ (golden set, BEIR SciFact) and regenerate BENCHMARKS.md",
+        description="golden: the labelled golden set through the real query service (bench/eval_golden.py); "
+        "scifact: ingest BEIR SciFact through the pipeline and score it (bench/eval_scifact.py); report: "
+        "BENCHMARKS.md from bench/results/*.json. Needs the stack up and migrated.",
+    )
+    evaluate.add_argument("what", nargs="?", default="all", choices=["all", "golden", "scifact", "report"])
+    evaluate.add_argument("--reuse", metavar="NORTHSTAR,SOUTHWIND",
+                          help="golden: tenants that already hold the sample world (default: ingest fresh ones)")
+    evaluate.set_defaults(run=_eval)
     return parser
 
 
@@ -463,6 +644,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not hasattr(args, "run"):
         parser.print_help()
         return 2
+    if getattr(args, "profile", None):
+        import os
+
+        os.environ["MANIFOLD_PROFILE"] = args.profile  # read by every ManifoldSettings() below
     return int(args.run(args))
 
 
