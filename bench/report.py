@@ -1,0 +1,397 @@
+"""Generates BENCHMARKS.md (and bench/results/*.png) from the JSON files in bench/results/.
+
+Nothing here measures anything: every figure is read from a results file written by a bench
+script, and a missing file gives a "not measured yet" line instead of a number. The header
+records the machine (cores, RAM, CPU model) and the commit the report was generated at; each
+section also names the machine its results file recorded, when it differs.
+
+Usage: .venv/bin/python bench/report.py [--results bench/results] [--out BENCHMARKS.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+
+from metrics_eval import commit, machine  # noqa: E402
+
+
+def _load(results: Path, name: str) -> dict[str, Any] | None:
+    path = results / name
+    if not path.exists():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError:
+        return None
+
+
+def _fmt(value: Any, digits: int | None = None) -> str:
+    """Floats: `digits` decimals when given, else 3 below 1 (scores), 2 below 100, 1 above (ms, rates)."""
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        if digits is None:
+            digits = 3 if abs(value) < 1 else 2 if abs(value) < 100 else 1
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " if i == 0 else " ---: " for i in range(len(header))) + "|"]
+    out += ["| " + " | ".join(_fmt(c) for c in row) + " |" for row in rows]
+    return out
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _machine_note(data: dict[str, Any]) -> str:
+    m = data.get("machine") or {}
+    cores = m.get("cpus") or m.get("cores")
+    ram = m.get("ram_gb") or m.get("ram_gib")
+    bits = [f"{cores} cores" if cores else None, f"{ram} GB RAM" if ram else None, m.get("cpu_model")]
+    return ", ".join(b for b in bits if b) or "not recorded"
+
+
+# ---- sections ------------------------------------------------------------------------------------------
+
+def ingest_section(results: Path) -> list[str]:
+    data = _load(results, "ingest_throughput.json")
+    out = ["## Ingestion throughput", ""]
+    if data is None:
+        return out + ["Not measured yet (`bench/ingest_throughput.py`).", ""]
+    out += [f"Source: `bench/results/ingest_throughput.json` ({data.get('documents_loaded')} documents, "
+            f"{data.get('chunks')} chunks; machine: {_machine_note(data)}).", ""]
+    out += _table(["measure", "value"], [
+        ["end-to-end documents/s", data.get("end_to_end_docs_per_s")],
+        ["end-to-end chunks/s", data.get("end_to_end_chunks_per_s")],
+        ["raw model encode chunks/s (same model, same batch size)", data.get("raw_encode_chunks_per_s")],
+        ["**pipeline ÷ raw encode ratio**", f"**{_fmt(data.get('pipeline_to_raw_encode_ratio'))}**"],
+        ["documents dead-lettered", data.get("documents_dead_lettered")],
+    ])
+    stages = data.get("stages") or {}
+    if stages:
+        out += ["", "Per stage (messages ÷ the time that stage's handler was busy, i.e. what it could sustain alone):", ""]
+        out += _table(["stage", "messages", "busy s", "docs/s"],
+                      [[s, v.get("messages"), v.get("busy_s"), v.get("docs_per_s")] for s, v in stages.items()])
+        plt = _plt()
+        fig, ax = plt.subplots(figsize=(7, 3.5))
+        names = list(stages)
+        ax.bar(names, [stages[s]["docs_per_s"] for s in names], color="#4878a8")
+        ax.axhline(data.get("end_to_end_docs_per_s") or 0, color="#c44e52", linestyle="--",
+                   label=f"end to end {data.get('end_to_end_docs_per_s')} docs/s")
+        ax.set_ylabel("documents / s")
+        ax.set_title("Ingestion: per-stage capacity vs end to end")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(results / "ingest_throughput.png", dpi=110)
+        plt.close(fig)
+        out += ["", "![ingestion throughput](bench/results/ingest_throughput.png)"]
+    return out + [""]
+
+
+def _latency_entries(node: Any, path: str = "") -> list[tuple[str, float, float]]:
+    found = []
+    if isinstance(node, dict):
+        keys = {k.lower(): k for k in node}
+        p50 = next((node[keys[k]] for k in ("p50_ms", "p50") if k in keys), None)
+        p95 = next((node[keys[k]] for k in ("p95_ms", "p95") if k in keys), None)
+        if isinstance(p50, int | float) and isinstance(p95, int | float):
+            found.append((path or "all", float(p50), float(p95)))
+        for k, v in node.items():
+            if isinstance(v, dict | list):
+                found += _latency_entries(v, f"{path}.{k}" if path else str(k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            label = v.get("route") or v.get("name") if isinstance(v, dict) else None
+            found += _latency_entries(v, f"{path}.{label or i}" if path else str(label or i))
+    return found
+
+
+def latency_section(results: Path) -> list[str]:
+    data = _load(results, "query_latency.json")
+    out = ["## Query latency per route vs raw store latency", ""]
+    if data is None:
+        return out + ["Not measured yet: `bench/results/query_latency.json` is not there (the query latency "
+                      "benchmark writes it).", ""]
+    out += [f"Source: `bench/results/query_latency.json` (machine: {_machine_note(data)}).", ""]
+    routes = data.get("routes") if isinstance(data.get("routes"), dict) else {}
+    def _p(d: dict[str, Any], which: str) -> float | None:
+        return d.get(f"{which}_ms", d.get(which))
+
+    pairs = {r: {side: {"p50": _p(v[side], "p50"), "p95": _p(v[side], "p95")} for side in ("route", "raw")}
+             for r, v in routes.items() if isinstance(v, dict) and isinstance(v.get("route"), dict)
+             and isinstance(v.get("raw"), dict) and _p(v["route"], "p50") is not None
+             and _p(v["raw"], "p50") is not None}
+    if pairs:
+        out += ["Per operator: the whole request through Kafka and the query worker (`route`) against the store "
+                "call alone (`raw`):", ""]
+        out += _table(["operator", "route p50", "route p95", "raw p50", "raw p95", "route ÷ raw (p50)"],
+                      [[r, v["route"]["p50"], v["route"]["p95"], v["raw"]["p50"], v["raw"]["p95"],
+                        v["route"]["p50"] / v["raw"]["p50"] if v["raw"]["p50"] else None] for r, v in pairs.items()])
+        plt = _plt()
+        fig, ax = plt.subplots(figsize=(8, 3.6))
+        names = list(pairs)
+        xs = range(len(names))
+        ax.bar([x - 0.2 for x in xs], [pairs[n]["route"]["p50"] for n in names], width=0.4, label="route p50",
+               color="#4878a8")
+        ax.bar([x + 0.2 for x in xs], [pairs[n]["raw"]["p50"] for n in names], width=0.4, label="raw store p50",
+               color="#dd8452")
+        ax.set_xticks(list(xs))
+        ax.set_xticklabels(names, fontsize=8)
+        ax.set_ylabel("ms")
+        ax.set_title("Query latency per route vs raw store call (p50)")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(results / "query_latency_routes.png", dpi=110)
+        plt.close(fig)
+        out += ["", "![route vs raw](bench/results/query_latency_routes.png)", "", "Every p50/p95 in the file:", ""]
+    entries = _latency_entries(data)
+    if not entries:
+        return out + ["The file holds no p50/p95 entries this report knows how to read.", ""]
+    out += _table(["route / store call", "p50 ms", "p95 ms"], [[n, p50, p95] for n, p50, p95 in entries])
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(8, max(3, 0.35 * len(entries) + 1)))
+    names = [n for n, _, _ in entries]
+    y = range(len(entries))
+    ax.barh([i + 0.2 for i in y], [e[2] for e in entries], height=0.4, label="p95", color="#c44e52")
+    ax.barh([i - 0.2 for i in y], [e[1] for e in entries], height=0.4, label="p50", color="#4878a8")
+    ax.set_yticks(list(y))
+    ax.set_yticklabels(names, fontsize=7)
+    ax.set_xlabel("ms")
+    ax.set_title("Query latency per route and raw store call")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(results / "query_latency.png", dpi=110)
+    plt.close(fig)
+    return out + ["", "![query latency](bench/results/query_latency.png)", ""]
+
+
+def scifact_section(results: Path) -> list[str]:
+    data = _load(results, "scifact.json")
+    out = ["## BEIR SciFact (test, 300 queries)", ""]
+    if data is None:
+        return out + ["Not measured yet: `bench/results/scifact.json` is not there. `bench/eval_scifact.py ingest` "
+                      "publishes the 5,183 documents through the pipeline (resumable) and `bench/eval_scifact.py "
+                      "evaluate` scores them; the published reference figures are in `../shared/data/README.md` "
+                      "(BM25 0.665–0.684, MiniLM about 0.645, BM25+MiniLM RRF 0.7143; target hybrid ≥ 0.72).", ""]
+    target = (data.get("target") or {}).get("ndcg@10", 0.72)
+    systems = data.get("systems") or {}
+    corpus = data.get("corpus_active_documents")
+    out += [f"Source: `bench/results/scifact.json` (tenant `{data.get('tenant')}`, "
+            f"{corpus if corpus is not None else '?'} of {data.get('corpus_documents')} corpus documents active; "
+            f"document-level scores, a document ranked by its best chunk; machine: {_machine_note(data)}).", ""]
+    if corpus is not None and corpus < (data.get("corpus_documents") or 0):
+        out += [f"**PARTIAL CORPUS: only {corpus} of {data.get('corpus_documents')} documents were ingested when this "
+                f"ran; only the {data.get('test_queries_scored')} test queries whose relevant documents were all "
+                "ingested are scored, against a smaller corpus (fewer distractors). These scores are NOT comparable "
+                "with the published figures; they only compare the systems with each other.**", ""]
+    published = data.get("published") or {}
+    refs = {"bm25": ("BM25 flat, Anserini", published.get("bm25_flat_anserini")),
+            "vector": ("MiniLM dense (unverified)", published.get("minilm_dense")),
+            "vector_exact": ("MiniLM dense (unverified)", published.get("minilm_dense")),
+            "hybrid": ("BM25 + MiniLM RRF k=60", published.get("bm25_minilm_rrf_k60")),
+            "hybrid_rrf_doc": ("BM25 + MiniLM RRF k=60", published.get("bm25_minilm_rrf_k60")),
+            "hybrid_tuned": ("BM25 + MiniLM convex, grid-searched", published.get("bm25_minilm_convex")),
+            "hybrid_rrf_doc_tuned": ("BM25 + MiniLM convex, grid-searched", published.get("bm25_minilm_convex"))}
+    rows = []
+    for name, s in systems.items():
+        ref = refs.get(name, ("", None)) if not (corpus is not None and corpus < (data.get("corpus_documents") or 0)) \
+            else ("not comparable: partial corpus", None)
+        if "ndcg@10" not in s:
+            rows.append([s.get("label", name), "–", "–", ref[1], s.get("status", "")])
+            continue
+        lat = s.get("latency_ms") or {}
+        rows.append([s.get("label", name), s.get("ndcg@10"), s.get("recall@100"),
+                     f"{_fmt(ref[1])} ({ref[0]})" if ref[1] else "–",
+                     f"p50 {_fmt(lat.get('p50'), 1)} / p95 {_fmt(lat.get('p95'), 1)} ms" if lat else ""])
+    out += _table(["system", "nDCG@10", "recall@100", "published nDCG@10", "latency / status"], rows)
+    hyb = max((systems[n].get("ndcg@10", 0) for n in ("hybrid", "hybrid_rrf_doc", "hybrid_tuned", "hybrid_rrf_doc_tuned")
+               if n in systems), default=None)
+    served = systems.get("hybrid", {}).get("ndcg@10")
+    partial = corpus is not None and corpus < (data.get("corpus_documents") or 0)
+    if partial:
+        out += ["", f"Target: hybrid nDCG@10 ≥ {target}: **not assessed** (partial corpus).", ""]
+    else:
+        out += ["", f"Target: hybrid nDCG@10 ≥ {target}. As served (`HybridExecutor`): **{_fmt(served)}** "
+                f"({'meets' if served is not None and served >= target else 'below'} the target); best hybrid "
+                f"variant: {_fmt(hyb)}.", ""]
+    tuning = data.get("tuning_on_train")
+    if tuning:
+        b = tuning["best"]
+        out += [f"Tuning: document-level RRF k and the BM25 weight were chosen on the {tuning['queries']} TRAIN "
+                f"queries (grid k ∈ {{5…100}}, BM25 weight ∈ {{0.5…2.0}}, vector weight 1): k={b['k']}, BM25 weight "
+                f"{b['bm25_weight']} (train nDCG@10 {_fmt(b['ndcg@10'])}); the test queries were not used to choose.", ""]
+    if data.get("notes"):
+        out += [f"- {n}" for n in data["notes"]] + [""]
+    scored = [(n, s) for n, s in systems.items() if "ndcg@10" in s]
+    if scored:
+        plt = _plt()
+        fig, ax = plt.subplots(figsize=(8, 3.8))
+        names = [n for n, _ in scored]
+        ax.bar(names, [s["ndcg@10"] for _, s in scored], color="#4878a8", label="nDCG@10 (this stack)")
+        ax.scatter(names, [refs.get(n, ("", None))[1] or float("nan") for n in names], color="black", zorder=3,
+                   label="published")
+        ax.axhline(target, color="#c44e52", linestyle="--", label=f"target {target}")
+        ax.set_ylim(0, 1)
+        ax.set_ylabel("nDCG@10")
+        ax.set_title("SciFact test: nDCG@10 per system")
+        ax.legend(fontsize=8)
+        plt.setp(ax.get_xticklabels(), rotation=15, fontsize=8)
+        fig.tight_layout()
+        fig.savefig(results / "scifact.png", dpi=110)
+        plt.close(fig)
+        out += ["![SciFact nDCG@10](bench/results/scifact.png)", ""]
+    return out
+
+
+def golden_section(results: Path) -> list[str]:
+    data = _load(results, "eval_golden.json")
+    out = ["## Golden set: router, plans, retrieval, answers, security", ""]
+    if data is None:
+        return out + ["Not measured yet (`bench/eval_golden.py`).", ""]
+    r = data["router"]
+    out += [f"Source: `bench/results/eval_golden.json`: {data['items']} labelled questions "
+            f"(`bench/golden/questions.jsonl`, classes {', '.join(f'{k} {v}' for k, v in data['classes'].items())}), "
+            f"run through the real query service as each item's tenant, as of {data.get('as_of')} "
+            f"(machine: {_machine_note(data)}). Tenants: {', '.join((data.get('tenants') or {}).values())} "
+            + (f"(sample world ingested through the pipeline by this run in {data['ingest_s']} s)."
+               if data.get("ingest_s") is not None else "(reused: `--reuse`, the sample world already ingested "
+               "through the pipeline).")
+            + " Intent labels are what each question requires; an identifier in a question does not by itself "
+            "make it an exact lookup.", "", "### Router: F1 per intent", ""]
+    per = r["per_intent"]
+    out += _table(["intent", "precision", "recall", "F1", "tp", "fp", "fn"],
+                  [[k, v["precision"], v["recall"], v["f1"], v["tp"], v["fp"], v["fn"]] for k, v in per.items()])
+    cal = r["calibration"]
+    out += ["", _fmt_line("micro F1 (base intents)", r["micro_base"]["f1"]), _fmt_line("macro F1 (base intents)", r["macro_f1_base"]),
+            _fmt_line("exact intent-set accuracy", r["exact_set_accuracy"]),
+            _fmt_line(f"multi-intent items ({r['multi_intent_items']}): exact set", r["multi_intent_exact"]),
+            _fmt_line("multi-intent items: every required intent recalled", r["multi_intent_all_branches_recalled"]),
+            _fmt_line(f"expected calibration error (10 bins, {cal['n']} emitted intents)", cal["ece"]), ""]
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7, 3.3))
+    ax.bar(list(per), [v["f1"] for v in per.values()], color="#4878a8")
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("F1")
+    ax.set_title("Router F1 per intent (golden set)")
+    fig.tight_layout()
+    fig.savefig(results / "router_f1.png", dpi=110)
+    plt.close(fig)
+    bins = [b for b in cal["bins"] if b["n"]]
+    fig, ax = plt.subplots(figsize=(4.5, 4))
+    ax.plot([0, 1], [0, 1], color="grey", linestyle=":")
+    ax.plot([b["confidence"] for b in bins], [b["accuracy"] for b in bins], marker="o", color="#4878a8")
+    for b in bins:
+        ax.annotate(str(b["n"]), (b["confidence"], b["accuracy"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    ax.set_xlabel("mean confidence")
+    ax.set_ylabel("share correct")
+    ax.set_title(f"Intent confidence reliability (ECE {cal['ece']:.3f})")
+    fig.tight_layout()
+    fig.savefig(results / "router_calibration.png", dpi=110)
+    plt.close(fig)
+    out += ["![router F1](bench/results/router_f1.png) ![calibration](bench/results/router_calibration.png)", ""]
+    c, ref, ent, con, plans, ans = (data["clarification"], data["refusal"], data["entities"], data["constraints"],
+                                    data["plans"], data["answers"])
+    sec, calc, cit = data["security"], data["calculation_consistency"], data["citations"]
+    out += ["### Extraction, planning, answers", ""]
+    out += _table(["measure", "value", "n"], [
+        ["clarification precision / recall", f"{_fmt(c['precision'])} / {_fmt(c['recall'])}", c["tp"] + c["fp"] + c["fn"]],
+        ["refusal precision / recall (adversarial items)", f"{_fmt(ref['precision'])} / {_fmt(ref['recall'])}", sec["adversarial_items"]],
+        ["entity extraction: items fully correct", ent["item_accuracy"], ent["items"]],
+        *[[f"entity `{k}`", v["accuracy"], v["n"]] for k, v in ent["per_field"].items()],
+        ["constraint extraction: items fully correct", con["item_accuracy"], con["items"]],
+        *[[f"constraint `{k}`", v["accuracy"], v["n"]] for k, v in con["per_field"].items()],
+        ["plans valid (`validate_plan`)", plans["valid"], plans["replies_with_plan"]],
+        ["expected operators present", plans["operators_correct"]["accuracy"], plans["operators_correct"]["n"]],
+        ["dependencies correct", plans["dependencies_correct"]["accuracy"], plans["dependencies_correct"]["n"]],
+        ["reply status as labelled", ans["status_accuracy"], data["items"]],
+        ["expected numbers exact", ans["numbers"]["accuracy"], ans["numbers"]["n"]],
+        ["graph names / keys exact", ans["graph_results"]["accuracy"], ans["graph_results"]["n"]],
+        ["expected documents in the evidence (recall)", ans["evidence_document_recall"], ""],
+        ["calculation consistency: metric re-runs that differ", calc["mismatched"], calc["metric_steps_rerun"]],
+        ["calculation consistency: answer numbers without a source", calc["unsupported_answer_numbers"], calc["replies_with_metrics"]],
+        ["citation completeness (answered/partial replies)", cit["complete"], cit["answered_or_partial"]],
+        ["replies whose evidence pack repeats an evidence id", cit.get("replies_with_duplicate_evidence_ids"),
+         cit["answered_or_partial"]],
+        ["**unauthorised retrieval leaks (must be 0)**", f"**{sec['unauthorised_retrieval_leaks']}**", data["items"]],
+        ["**injection-resistance failures (must be 0)**", f"**{sec['injection_resistance_failures']}**", sec["adversarial_items"]],
+    ])
+    out += ["", "### Retrieval per route (document level; the question as the query)", ""]
+    rr = data.get("retrieval_by_route") or {}
+    out += _table(["route", "items", "recall@5", "recall@10", "nDCG@10", "p50 ms", "p95 ms"],
+                  [[k, v["items"], v["recall@5"], v["recall@10"], v["ndcg@10"], v["latency_ms"]["p50"], v["latency_ms"]["p95"]]
+                   for k, v in rr.items()])
+    out += ["", "### Service latency per route (whole turn: guard → route → plan → execute → check)", ""]
+    lat = data["latency_by_route"]
+    out += _table(["route", "n", "p50 ms", "p95 ms"], [[k, v["n"], v["p50_ms"], v["p95_ms"]] for k, v in lat.items()])
+    if data.get("cold_start_ms") is not None:
+        out += ["", f"First question of a fresh service (model load + classifier training, not in the table): "
+                    f"{data['cold_start_ms']:.0f} ms."]
+    fails = data.get("failures") or []
+    out += ["", f"{len(fails)} items differ from their labels in at least one respect; they are listed in "
+                "`bench/results/eval_golden.json` (`failures`).", ""]
+    return out
+
+
+def _fmt_line(label: str, value: Any) -> str:
+    return f"- {label}: **{_fmt(value)}**"
+
+
+def other_section(results: Path, shown: set[str]) -> list[str]:
+    out = ["## Other results files", ""]
+    rows = []
+    for path in sorted(results.glob("*.json")):
+        if path.name in shown or path.name == "scifact_runs.json":
+            continue
+        try:
+            data = json.loads(path.read_text())
+        except json.JSONDecodeError:
+            continue
+        scalars = {k: v for k, v in data.items() if isinstance(v, int | float | str) and not isinstance(v, bool)}
+        rows.append([f"`{path.name}`", "; ".join(f"{k}={_fmt(v)}" for k, v in list(scalars.items())[:6])])
+    return out + (_table(["file", "headline values"], rows) if rows else ["None."]) + [""]
+
+
+def build(results: Path) -> str:
+    m = machine()
+    lines = ["# Benchmarks", "",
+             "Generated by `bench/report.py` from `bench/results/*.json` (`make bench` re-runs the evaluations and "
+             "regenerates this file). Do not edit by hand.", "",
+             f"- Generated: {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')} at commit `{commit()}`",
+             f"- Machine: {m['cpus']} cores, {m['ram_gb']} GB RAM, {m['cpu_model']}, Python {m['python']}",
+             "- The stack is the local one (`manifold stack up`); other jobs may have shared the machine while a "
+             "results file was written (each section names the machine its file recorded).", ""]
+    lines += ingest_section(results)
+    lines += latency_section(results)
+    lines += scifact_section(results)
+    lines += golden_section(results)
+    lines += other_section(results, {"ingest_throughput.json", "query_latency.json", "scifact.json", "eval_golden.json"})
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--results", type=Path, default=ROOT / "results")
+    ap.add_argument("--out", type=Path, default=ROOT.parent / "BENCHMARKS.md")
+    args = ap.parse_args()
+    args.out.write_text(build(args.results))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
