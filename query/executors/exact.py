@@ -9,7 +9,8 @@ Guarantees of `ExactLookupExecutor.run(params, *, tenant_id, timeout_s)`:
   the heading "Differential pressure sensor PRD-482" belongs to PRD-482 even when its body does
   not repeat the code). Always inside `es_active_filter(tenant_id)`.
 - PostgreSQL (query role, tenant set for the transaction, explicit `tenant_id = %s`):
-  `serving_chunks.identifiers && ids` (plus a verified title match), and
+  `chunks.identifiers && ids` (the query role sees active versions only, migration 5; plus a
+  verified title match), and
   `serving_records.number = ANY(ids)`, returned as `Evidence(kind="record")`.
 - A chunk's `identifiers` are its own plus those of its section title; `identity=True` iff they
   contain a requested (normalised) id verbatim. Order is deterministic: identity hits first,
@@ -40,11 +41,26 @@ from manifold.shared.stores.postgres import TenantConnections
 from manifold.shared.stores.serving import es_active_filter
 
 _CHUNKS_BY_ID = (
-    f"SELECT {CHUNK_COLUMNS} FROM manifold.serving_chunks c "
-    "LEFT JOIN manifold.serving_sections s ON s.tenant_id = c.tenant_id AND s.section_id = c.section_id "
-    "WHERE c.tenant_id = %(tenant)s AND (c.identifiers && %(ids)s::text[] OR s.title ILIKE ANY(%(likes)s)) "
-    "AND (%(docs)s::text[] IS NULL OR c.document_id = ANY(%(docs)s)) "
-    "ORDER BY c.document_id, c.ordinal, c.chunk_id LIMIT %(limit)s"
+    # Two selective branches (identifier overlap; identifier in the section heading), then the
+    # section titles of the kept rows only: joining the serving views first made the planner
+    # hash every section of the tenant against the manifest (>30 s at 20k chunks, see
+    # bench/results/query_latency.json history); this form takes ~0.2 s there.
+    "WITH hit AS ("
+    " SELECT c.chunk_id FROM manifold.chunks c"
+    "  WHERE c.tenant_id = %(tenant)s AND c.identifiers && %(ids)s::text[]"
+    " UNION"
+    " SELECT c.chunk_id FROM manifold.serving_sections s"
+    "  JOIN manifold.chunks c ON c.tenant_id = s.tenant_id AND c.section_id = s.section_id"
+    "  WHERE s.tenant_id = %(tenant)s AND s.title ILIKE ANY(%(likes)s)"
+    "), picked AS ("
+    " SELECT c.* FROM manifold.chunks c JOIN hit USING (chunk_id)"
+    "  WHERE c.tenant_id = %(tenant)s AND (%(docs)s::text[] IS NULL OR c.document_id = ANY(%(docs)s))"
+    "  ORDER BY c.document_id, c.ordinal, c.chunk_id LIMIT %(limit)s"
+    ") "
+    f"SELECT {CHUNK_COLUMNS} FROM picked c "
+    "LEFT JOIN LATERAL (SELECT title FROM manifold.serving_sections s "
+    "                    WHERE s.tenant_id = c.tenant_id AND s.section_id = c.section_id) s ON true "
+    "ORDER BY c.document_id, c.ordinal, c.chunk_id"
 )
 _RECORDS_BY_NUMBER = (
     "SELECT record_id, document_id, version, record_type, number, counterparty_name, issued_on, currency, "
