@@ -152,8 +152,12 @@ def check_citations(text: str, evidence: Sequence[Evidence]) -> list[str]:
 
 
 def status_for(answer: str, evidence: Sequence[Evidence], gaps: Sequence[Gap], result: Mapping[str, Any]) -> ReplyStatus:
-    if not evidence and not any(isinstance(v, Mapping) and v.get("matched_line_count") for v in result.values()):
-        return "no_answer" if not gaps else "partial"
+    """`no_answer` when nothing was found and nothing failed (missing data is an answer: there is
+    none); `partial` when something failed or is missing beside what was found; else `answered`."""
+    found = evidence or any(isinstance(v, Mapping) and v.get("matched_line_count") for v in result.values())
+    if not found:
+        failed = any(g.kind != "missing_data" for g in gaps)
+        return "partial" if failed else "no_answer"
     return "partial" if gaps else "answered"
 
 
