@@ -50,3 +50,13 @@ test: venv
 .PHONY: bench
 bench: venv
 	$(BIN)/manifold eval all
+
+# Faults, hostile input and load on the suite's OWN stack (/tmp/relstack, ports 35433/39092/39200/
+# 37687; never the dev or CI stack), then verification from the stores; ends with
+# `documents N, published N, duplicates 0, lost 0, leaks 0, drift 0`. See SECURITY.md.
+# RELIABILITY_ARGS e.g. --docs 1000 --load-minutes 3 --seed 7 --keep-stack
+.PHONY: reliability
+reliability: venv
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit/test_fuzz_events.py tests/unit/test_fuzz_dlq.py \
+	  tests/unit/test_fuzz_plan.py
+	$(BIN)/python bench/reliability.py $(RELIABILITY_ARGS)

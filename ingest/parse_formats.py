@@ -256,8 +256,26 @@ def read_docx(content: bytes) -> list[Draft]:
             raise BadInput("not a DOCX file: the archive has no word/document.xml")
         if unpacked > MAX_DOCX_UNPACKED_BYTES:
             raise BadInput(f"DOCX unpacks to {unpacked} bytes; the limit is {MAX_DOCX_UNPACKED_BYTES}")
+        _inflate_bounded(content)
         elements = partition_docx(file=io.BytesIO(content), include_page_breaks=False, languages=[""])
     return from_unstructured(elements)
+
+
+def _inflate_bounded(content: bytes) -> None:
+    """Inflate every member in 1 MiB reads (bounded memory) and check what it really holds.
+
+    The header sizes checked above can lie (a zip bomb declaring 1,000 bytes that inflates to
+    gigabytes): `zipfile` stops a member at its declared size and then fails its CRC, but a
+    library reading a member whole inflates all of it in one call before truncating. Reading in
+    bounded chunks first makes a lying archive fail (CRC) or exceed the limit cheaply."""
+    total = 0
+    with zipfile.ZipFile(io.BytesIO(content)) as archive:
+        for info in archive.infolist():
+            with archive.open(info) as member:
+                while chunk := member.read(1 << 20):
+                    total += len(chunk)
+                    if total > MAX_DOCX_UNPACKED_BYTES:
+                        raise BadInput(f"DOCX unpacks to more than {MAX_DOCX_UNPACKED_BYTES} bytes")
 
 
 # ----------------------------------------------------------------------------- CSV and JSON

@@ -122,8 +122,14 @@ def build_answerer(settings: ManifoldSettings) -> Any:
     q = settings.query
     pg = TenantConnections(settings.postgres.query_conninfo(), vectors=True)
     es = Elasticsearch(settings.elasticsearch.url, request_timeout=max(q.statement_timeout_ms / 1000, 1.0))
+    # The driver retries a failed managed transaction for `max_transaction_retry_time` (30 s by
+    # default, with growing sleeps) whatever the transaction timeout, and the catalog read runs
+    # before the deadline-aware engine: during a Neo4j outage a reply arrived after its deadline.
+    # No driver retries on the query path: a failure is a gap at once (breakers, partial replies).
     driver = neo4j.GraphDatabase.driver(settings.neo4j.uri, auth=(settings.neo4j.user,
-                                                                  settings.neo4j.password.get_secret_value()))
+                                                                  settings.neo4j.password.get_secret_value()),
+                                        max_transaction_retry_time=0,
+                                        connection_timeout=max(q.statement_timeout_ms / 1000, 1.0))
     embedder = SentenceTransformerEmbedder()
     # Warm up before the first request, not inside its deadline: load the model and train the
     # intent classifier (a few seconds, local only, nothing connects).

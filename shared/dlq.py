@@ -9,10 +9,11 @@ so operators can filter without decoding the body.
 from __future__ import annotations
 
 import base64
+import binascii
 from datetime import UTC, datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
 ErrorKind = Literal["bad_input", "exhausted", "poison"]
 
@@ -33,7 +34,19 @@ class DeadLetter(BaseModel):
     tenant_id: str | None = None
     document_id: str | None = None
     version: int | None = None
-    failed_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    failed_at: AwareDatetime = Field(default_factory=lambda: datetime.now(UTC))
+    """Timezone-aware, so the `dlq` tools can always compute an entry's age."""
+
+    @field_validator("key_b64", "value_b64")
+    @classmethod
+    def _base64(cls, value: str | None) -> str | None:
+        """The original bytes must be decodable, or `show` and `replay` could not reproduce them."""
+        if value is not None:
+            try:
+                base64.b64decode(value, validate=True)
+            except (binascii.Error, ValueError) as err:
+                raise ValueError(f"not valid base64: {err}") from None
+        return value
 
     @property
     def value(self) -> bytes:

@@ -148,7 +148,7 @@ def down(services: Sequence[Service], paths: StackPaths, grace: float = 60.0, sa
             say(f"[{service.name}] not running")
             paths.pid(service.name).unlink(missing_ok=True)
             continue
-        os.kill(pid, signal.SIGTERM)
+        os.kill(pid, getattr(service, "stop_signal", signal.SIGTERM))
         if not wait_until(lambda: running_pid(paths, service.name) is None, grace):
             say(f"[{service.name}] did not stop in {grace:.0f}s; SIGKILL")
             os.kill(pid, signal.SIGKILL)

@@ -56,6 +56,11 @@ SCHEMA_STATEMENTS = (
     "FOR (v:DocumentVersion) REQUIRE (v.tenant_id, v.document_id, v.version) IS UNIQUE",
     "CREATE INDEX manifold_entity_tenant IF NOT EXISTS FOR (e:Entity) ON (e.tenant_id)",
 )
+_SCHEMA_ALREADY_THERE = frozenset({
+    "Neo.ClientError.Schema.EquivalentSchemaRuleAlreadyExists",
+    "Neo.ClientError.Schema.IndexAlreadyExists",
+    "Neo.ClientError.Schema.ConstraintAlreadyExists",
+})
 
 _MERGE_VERSION = """
 MERGE (v:DocumentVersion {tenant_id: $tenant, document_id: $document_id, version: $version})
@@ -191,10 +196,16 @@ class Neo4jGraphStore:
         return cls(driver, **kwargs)
 
     def ensure_schema(self) -> None:
-        """Create constraints and indexes if absent; idempotent."""
+        """Create constraints and indexes if absent; idempotent, also when several processes
+        run it at once (`IF NOT EXISTS` is not atomic in Neo4j: the loser of a concurrent create
+        gets `EquivalentSchemaRuleAlreadyExists`, which means the rule is there)."""
         with self._session() as session:
             for statement in SCHEMA_STATEMENTS:
-                session.run(statement).consume()
+                try:
+                    session.run(statement).consume()
+                except neo4j.exceptions.ClientError as exc:
+                    if exc.code not in _SCHEMA_ALREADY_THERE:
+                        raise
         self._ready = True
 
     @contextmanager

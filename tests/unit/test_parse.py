@@ -375,6 +375,32 @@ def test_corrupt_input_is_bad_input_with_a_reason(media_type: str, content: byte
     assert " at 0x" not in str(caught.value)  # messages are stable: no object addresses
 
 
+def test_a_docx_zip_bomb_with_a_lying_header_fails_in_bounded_memory() -> None:
+    """A member that declares 1,000 bytes but inflates to 64 MiB: rejected by its CRC after
+    bounded reads, not inflated whole by the DOCX library first."""
+    import resource
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(_docx())) as good, zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as bomb:
+        for info in good.infolist():
+            if info.filename != "word/document.xml":
+                bomb.writestr(info, good.read(info))
+        with bomb.open("word/document.xml", "w") as member:
+            for _ in range(64):
+                member.write(b" " * 2**20)
+    data = bytearray(buf.getvalue())
+    for sig, field in ((b"PK\x03\x04", 22), (b"PK\x01\x02", 24)):
+        at = -1
+        while (at := data.find(sig, at + 1)) >= 0:
+            if int.from_bytes(data[at + field:at + field + 4], "little") == 64 * 2**20:
+                data[at + field:at + field + 4] = (1000).to_bytes(4, "little")
+    _parse(DOCX, _docx())  # warm the DOCX stack before measuring
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(BadInput, match="CRC"):
+        _parse(DOCX, bytes(data))
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 32 * 1024  # KiB: far below 64 MiB
+
+
 def test_unknown_media_type_is_unsupported() -> None:
     with pytest.raises(UnsupportedMediaType, match="application/x-msexcel.*supported: "):
         _parse("application/x-msexcel", b"data")
