@@ -37,7 +37,7 @@ import time
 import typing
 from collections.abc import Sequence
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Literal
 
 import neo4j
 import psycopg
@@ -52,7 +52,7 @@ from manifold.shared.stores.manifest import check_tenant
 from manifold.shared.stores.postgres import TenantConnections
 from manifold.shared.stores.serving import active_versions, check_hits_active, cypher_active
 
-__all__ = ["ALLOWED_RELATIONS", "PATHS_PER_TARGET", "TEMPLATES", "GraphExpandExecutor", "validate_relations"]
+__all__ = ["ALLOWED_RELATIONS", "PATHS_PER_TARGET", "TEMPLATES", "GraphExpandExecutor", "graph_result", "validate_relations"]
 
 ALLOWED_RELATIONS: frozenset[str] = frozenset(typing.get_args(Relation)) & frozenset(RELATIONS)
 """Relationship types a query may traverse: the plan's allowlist, also known to the vocabulary."""
@@ -160,33 +160,8 @@ class GraphExpandExecutor:
         kept_edges = {e["edge_id"]: e for e in check_hits_active(list(edges.values()), active)}
         dropped = len(edges) - len(kept_edges)
 
-        targets: list[dict[str, Any]] = []
-        paths_out: list[dict[str, Any]] = []
-        for r in rows:
-            live = [p for p in r["paths"] if all(e["edge_id"] in kept_edges for e in p["edges"])]
-            if not live:
-                continue
-            targets.append({"entity_id": r["entity_id"], "key": r["key"], "name": r["name"], "type": r["type"]})
-            for p in live:
-                paths_out.append({"target": r["entity_id"], "nodes": p["nodes"],
-                                  "edges": [e["edge_id"] for e in p["edges"]]})
-        used = sorted({eid for p in paths_out for eid in p["edges"]})
-        evidence = tuple(_edge_evidence(kept_edges[eid], tenant_id, retrieved_at) for eid in used)
-        if not targets:
-            gaps.append(Gap(kind="missing_data",
-                            detail=f"no active {'/'.join(types)} relationship ({params.direction}) from the given "
-                                   "entities" + (" during the requested period" if params.valid_during else "")))
-        return StepResult(
-            outputs={"ids": tuple(t["entity_id"] for t in targets),
-                     "keys": tuple(t["key"] or t["name"] for t in targets),
-                     "names": tuple(t["name"] for t in targets)},
-            evidence=evidence,
-            result={"targets": targets, "paths": paths_out, "relations": list(types),
-                    "direction": params.direction, "max_hops": hops, "dropped_inactive": dropped,
-                    "valid_during": ({"start": params.valid_during.start.isoformat(),
-                                      "end": params.valid_during.end.isoformat()} if params.valid_during else None)},
-            gaps=tuple(gaps), rows=len(rows), store_ms=store_ms,
-        )
+        return graph_result(rows, kept_edges, dropped, params, types, hops, gaps=gaps, store="neo4j",
+                            tenant_id=tenant_id, retrieved_at=retrieved_at, store_ms=store_ms)
 
     def _read(self, text: str, parameters: dict[str, Any], timeout: float) -> list[dict[str, Any]]:
         def work(tx: neo4j.ManagedTransaction) -> list[dict[str, Any]]:
@@ -206,12 +181,50 @@ class GraphExpandExecutor:
             raise Transient(f"neo4j unavailable during graph_expand: {exc}") from exc
 
 
-def _edge_evidence(edge: dict[str, Any], tenant_id: str, retrieved_at: datetime) -> Evidence:
+def _edge_evidence(edge: dict[str, Any], tenant_id: str, retrieved_at: datetime,
+                   store: Literal["neo4j", "postgres"]) -> Evidence:
     return Evidence(
-        evidence_id=f"ev_edge_{edge['edge_id']}", store="neo4j", kind="edge", tenant_id=tenant_id,
+        evidence_id=f"ev_edge_{edge['edge_id']}", store=store, kind="edge", tenant_id=tenant_id,
         document_id=edge["document_id"], version=edge["version"], chunk_id=edge["chunk_id"],
         record_id=edge["record_id"], edge_id=edge["edge_id"],
         claims={"type": edge["type"], "source": edge["source"], "target": edge["target"],
                 "valid_from": edge["valid_from"], "valid_to": edge["valid_to"]},
         retrieved_at=retrieved_at,
+    )
+
+
+def graph_result(rows: list[dict[str, Any]], kept_edges: dict[str, dict[str, Any]], dropped: int,
+                 params: GraphExpandParams, types: Sequence[str], hops: int, *, gaps: list[Gap],
+                 store: Literal["neo4j", "postgres"], tenant_id: str, retrieved_at: datetime,
+                 store_ms: float) -> StepResult:
+    """The `StepResult` of a traversal, whichever store ran it: targets that still have a path
+    made only of active edges (`kept_edges`), those paths, one evidence item per edge used,
+    and a `missing_data` gap when nothing is left. Shared by the Neo4j and PostgreSQL executors
+    so both profiles answer identically."""
+    targets: list[dict[str, Any]] = []
+    paths_out: list[dict[str, Any]] = []
+    for r in rows:
+        live = [p for p in r["paths"] if all(e["edge_id"] in kept_edges for e in p["edges"])]
+        if not live:
+            continue
+        targets.append({"entity_id": r["entity_id"], "key": r["key"], "name": r["name"], "type": r["type"]})
+        for p in live:
+            paths_out.append({"target": r["entity_id"], "nodes": p["nodes"],
+                              "edges": [e["edge_id"] for e in p["edges"]]})
+    used = sorted({eid for p in paths_out for eid in p["edges"]})
+    evidence = tuple(_edge_evidence(kept_edges[eid], tenant_id, retrieved_at, store) for eid in used)
+    if not targets:
+        gaps.append(Gap(kind="missing_data",
+                        detail=f"no active {'/'.join(types)} relationship ({params.direction}) from the given "
+                               "entities" + (" during the requested period" if params.valid_during else "")))
+    return StepResult(
+        outputs={"ids": tuple(t["entity_id"] for t in targets),
+                 "keys": tuple(t["key"] or t["name"] for t in targets),
+                 "names": tuple(t["name"] for t in targets)},
+        evidence=evidence,
+        result={"targets": targets, "paths": paths_out, "relations": list(types),
+                "direction": params.direction, "max_hops": hops, "dropped_inactive": dropped,
+                "valid_during": ({"start": params.valid_during.start.isoformat(),
+                                  "end": params.valid_during.end.isoformat()} if params.valid_during else None)},
+        gaps=tuple(gaps), rows=len(rows), store_ms=store_ms,
     )

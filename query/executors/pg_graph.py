@@ -30,9 +30,9 @@ from typing import Any
 
 import psycopg
 
-from manifold.query.executors.graph import PATHS_PER_TARGET, validate_relations
+from manifold.query.executors.graph import PATHS_PER_TARGET, graph_result, validate_relations
 from manifold.query.plan import HOP_CAP, GraphExpandParams
-from manifold.query.types import Evidence, Gap, StepResult
+from manifold.query.types import Gap, StepResult
 from manifold.shared.config import ManifoldSettings
 from manifold.shared.stores.manifest import check_tenant
 from manifold.shared.stores.postgres import TenantConnections
@@ -157,33 +157,8 @@ class PgGraphExpandExecutor:
         kept_edges = {e["edge_id"]: e for e in check_hits_active(list(used_edges.values()), active)}
         dropped = len(used_edges) - len(kept_edges)
 
-        targets: list[dict[str, Any]] = []
-        paths_out: list[dict[str, Any]] = []
-        for r in rows:
-            live = [p for p in r["paths"] if all(e["edge_id"] in kept_edges for e in p["edges"])]
-            if not live:
-                continue
-            targets.append({"entity_id": r["entity_id"], "key": r["key"], "name": r["name"], "type": r["type"]})
-            for p in live:
-                paths_out.append({"target": r["entity_id"], "nodes": p["nodes"],
-                                  "edges": [e["edge_id"] for e in p["edges"]]})
-        used = sorted({eid for p in paths_out for eid in p["edges"]})
-        evidence = tuple(_edge_evidence(kept_edges[eid], tenant_id, retrieved_at) for eid in used)
-        if not targets:
-            gaps.append(Gap(kind="missing_data",
-                            detail=f"no active {'/'.join(types)} relationship ({params.direction}) from the given "
-                                   "entities" + (" during the requested period" if params.valid_during else "")))
-        return StepResult(
-            outputs={"ids": tuple(t["entity_id"] for t in targets),
-                     "keys": tuple(t["key"] or t["name"] for t in targets),
-                     "names": tuple(t["name"] for t in targets)},
-            evidence=evidence,
-            result={"targets": targets, "paths": paths_out, "relations": list(types),
-                    "direction": params.direction, "max_hops": hops, "dropped_inactive": dropped,
-                    "valid_during": ({"start": params.valid_during.start.isoformat(),
-                                      "end": params.valid_during.end.isoformat()} if params.valid_during else None)},
-            gaps=tuple(gaps), rows=len(rows), store_ms=store_ms,
-        )
+        return graph_result(rows, kept_edges, dropped, params, types, hops, gaps=gaps, store="postgres",
+                            tenant_id=tenant_id, retrieved_at=retrieved_at, store_ms=store_ms)
 
 
 def _edge_row(r: tuple[Any, ...]) -> dict[str, Any]:
@@ -194,12 +169,3 @@ def _edge_row(r: tuple[Any, ...]) -> dict[str, Any]:
             "valid_to": vt.isoformat() if vt is not None else None}
 
 
-def _edge_evidence(edge: dict[str, Any], tenant_id: str, retrieved_at: datetime) -> Evidence:
-    return Evidence(
-        evidence_id=f"ev_edge_{edge['edge_id']}", store="postgres", kind="edge", tenant_id=tenant_id,
-        document_id=edge["document_id"], version=edge["version"], chunk_id=edge["chunk_id"],
-        record_id=edge["record_id"], edge_id=edge["edge_id"],
-        claims={"type": edge["type"], "source": edge["source"], "target": edge["target"],
-                "valid_from": edge["valid_from"], "valid_to": edge["valid_to"]},
-        retrieved_at=retrieved_at,
-    )
