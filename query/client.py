@@ -7,8 +7,10 @@ Guarantees:
 - `ask` returns the first reply whose `request_id` equals the one it sent; replies to other
   requests (other clients, earlier timed-out asks, duplicates from at-least-once delivery) are
   skipped. It raises `QueryTimeout` when none arrived by the deadline plus `grace_s`.
-- The request is acknowledged by the broker before `ask` starts waiting (or `ask` raises
-  `Transient`). One client may be shared by threads; its asks are serialised.
+- The request is acknowledged by the broker before `ask` starts waiting. Sending shares the
+  deadline: if the broker does not acknowledge it by the deadline plus `grace_s` (broker down),
+  `ask` raises `QueryTimeout` then, never later. One client may be shared by threads; its asks
+  are serialised.
 - `close()` (or leaving the `with` block) releases the consumer and the producer.
 """
 
@@ -122,9 +124,13 @@ class QueryClient:
             if self._closed:
                 raise RuntimeError("client is closed")
             key, value, headers = protocol.encode_request(request, self.token)
-            send_sync(self._producer, self.settings.query.request_topic, key, value, headers)
             wait_s = max(0.0, (request.deadline - protocol.utcnow()).total_seconds()) + self.grace_s
             give_up = time.monotonic() + wait_s
+            try:  # the send shares the deadline: an unreachable broker must not hold the caller past it
+                send_sync(self._producer, self.settings.query.request_topic, key, value, headers,
+                          timeout=max(wait_s, 0.1))
+            except Transient as exc:
+                raise QueryTimeout(request.request_id, wait_s) from exc
             while (left := give_up - time.monotonic()) > 0:
                 msg = self._consumer.poll(min(left, 0.5))
                 if msg is None or msg.error() is not None or msg.value() is None:

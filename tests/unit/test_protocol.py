@@ -104,3 +104,30 @@ def test_bad_request_reply_correlates() -> None:
 def test_encode_reply_round_trip() -> None:
     reply = protocol.status_reply("r-9", "error", "boom")
     assert protocol.decode_reply(protocol.encode_reply(reply)) == reply
+
+
+def test_client_gives_up_at_the_deadline_when_the_broker_does_not_acknowledge() -> None:
+    """An unreachable broker: the send waits at most the request's deadline plus grace (not the
+    30 s default) and then raises QueryTimeout."""
+    import threading
+
+    from manifold.query.client import QueryClient, QueryTimeout
+    from manifold.shared.config import ManifoldSettings
+
+    waited: list[float] = []
+
+    class NoAckProducer:
+        def produce(self, *args, **kwargs) -> None:
+            pass
+
+        def flush(self, timeout: float) -> int:
+            waited.append(timeout)
+            return 1  # still queued: not acknowledged
+
+    client = QueryClient.__new__(QueryClient)  # no Kafka: only the send path is exercised
+    client.settings, client.token, client.grace_s = ManifoldSettings(), "t", 0.2
+    client.reply_topic = client.settings.query.reply_topic
+    client._producer, client._lock, client._closed = NoAckProducer(), threading.Lock(), False
+    with pytest.raises(QueryTimeout):
+        client.ask("q", deadline_ms=300)
+    assert len(waited) == 1 and waited[0] <= 0.3 + 0.2
