@@ -24,13 +24,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from manifold.shared import metrics, topics
 from manifold.shared.dlq import DeadLetter, ErrorKind, b64
 from manifold.shared.errors import BadInput, Transient
-from manifold.shared.kafka import DeliveryTracker
+from manifold.shared.kafka import DeliveryTracker, commit_sync
 
 log = logging.getLogger(__name__)
 
@@ -98,25 +98,10 @@ class StageRunner(Generic[In, Out]):
         self._delivery.flush()
         self._commit()
 
-    _REBALANCED = (KafkaError._ASSIGNMENT_LOST, KafkaError.REBALANCE_IN_PROGRESS,
-                   KafkaError.ILLEGAL_GENERATION, KafkaError.UNKNOWN_MEMBER_ID, KafkaError._NO_OFFSET)
-
     def _commit(self, message: Message | None = None) -> None:
-        """Commit synchronously. If the group took these partitions away meanwhile (this worker
-        was paused past its session timeout, or a rebalance raced the commit), the commit is
-        lost, not the work: the new owner re-delivers from the last committed offset and the
-        handlers are idempotent. Anything else still raises."""
-        try:
-            if message is None:
-                self.consumer.commit(asynchronous=False)
-            else:
-                self.consumer.commit(message=message, asynchronous=False)
-        except KafkaException as exc:
-            code = exc.args[0].code() if exc.args and isinstance(exc.args[0], KafkaError) else None
-            if code not in self._REBALANCED:
-                raise
-            log.warning("%s: commit skipped after a rebalance (%s); the batch will be re-delivered",
-                        self.spec.name, exc.args[0])
+        """Commit; a commit lost to a rebalance is logged, and the batch will be re-delivered."""
+        if not commit_sync(self.consumer, message):
+            log.warning("%s: commit skipped after a rebalance; the batch will be re-delivered", self.spec.name)
 
     def _handle(self, msg: Message) -> None:
         name = self.spec.name

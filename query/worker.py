@@ -40,7 +40,7 @@ from manifold.query.composition import Answerer
 from manifold.query.types import Principal, QueryReply, QueryRequest
 from manifold.shared import topics
 from manifold.shared.config import ManifoldSettings
-from manifold.shared.kafka import consumer_config, ensure_topics, producer_config
+from manifold.shared.kafka import commit_sync, consumer_config, ensure_topics, producer_config
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +154,9 @@ class QueryWorker:
                      answerer=self.answerer)
         if not self._deliver(out, stop):
             return False
-        self.consumer.commit(message=msg, asynchronous=False)
+        if not commit_sync(self.consumer, msg):
+            log.warning("request %s: commit skipped after a rebalance; it may be answered again "
+                        "(the client matches replies by request id)", out.reply.request_id)
         elapsed = time.monotonic() - started
         status = out.reply.status
         REQUESTS.labels(status).inc()

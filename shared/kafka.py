@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from manifold.shared.errors import Transient
@@ -98,3 +98,26 @@ class DeliveryTracker:
             raise Transient(f"kafka did not acknowledge {pending} message(s) within {self.timeout}s")
         if errors:
             raise Transient(f"kafka rejected {len(errors)} message(s): {errors[0]}")
+
+
+REBALANCED = (KafkaError._ASSIGNMENT_LOST, KafkaError.REBALANCE_IN_PROGRESS, KafkaError.ILLEGAL_GENERATION,
+              KafkaError.UNKNOWN_MEMBER_ID, KafkaError._NO_OFFSET)
+"""Commit failures that mean "the group moved these partitions meanwhile", not a broken consumer."""
+
+
+def commit_sync(consumer: Consumer, message: Message | None = None) -> bool:
+    """Commit synchronously (the consumer's positions, or just past `message`); False if the
+    group took the partitions away meanwhile (a rebalance raced the commit, or this member was
+    paused past its session timeout). Then the commit is lost, not the work: the new owner
+    re-delivers from the last committed offset, and handlers are idempotent. Anything else raises."""
+    try:
+        if message is None:
+            consumer.commit(asynchronous=False)
+        else:
+            consumer.commit(message=message, asynchronous=False)
+    except KafkaException as exc:
+        code = exc.args[0].code() if exc.args and isinstance(exc.args[0], KafkaError) else None
+        if code not in REBALANCED:
+            raise
+        return False
+    return True
