@@ -22,7 +22,7 @@ Guarantees of `ExactLookupExecutor.run(params, *, tenant_id, timeout_s)`:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from elasticsearch import Elasticsearch
@@ -125,34 +125,8 @@ class ExactLookupExecutor:
             raise Transient("exact lookup failed in every source: " + "; ".join(failures))
         gaps.extend(Gap(kind="degraded", step=None, detail=f"exact lookup: {f}") for f in failures)
 
-        ordered = sorted((h for h, _ in hits.values()), key=lambda h: _order(h, ids))[: params.limit]
-        ranked = [h.model_copy(update={"rank": i}) for i, h in enumerate(ordered, start=1)]
-        with clock, self._db.transaction(tenant_id) as conn:
-            kept, dropped = final_check(conn, tenant_id, ranked)
-            kept_records, dropped_records = final_check(conn, tenant_id, records)
-        kept = [h.model_copy(update={"rank": i}) for i, h in enumerate(kept, start=1)]
-        at = now_utc()
-        evidence: list[Evidence] = [
-            chunk_evidence(h, tenant_id=tenant_id, store=hits[h.chunk_id][1], retrieved_at=at,
-                           claims={"matched": [i for i in ids if i in h.identifiers]})
-            for h in kept
-        ]
-        evidence += [record_evidence(r, tenant_id=tenant_id, retrieved_at=at, rank=i)
-                     for i, r in enumerate(kept_records, start=1)]
-        found = {i for h in kept for i in h.identifiers} | {r["number"] for r in kept_records}
-        matched = [i for i in ids if i in found]
-        if not matched:
-            gaps.append(Gap(kind="missing_data", step=None,
-                            detail=f"no active chunk or record carries {', '.join(ids)}"))
-        return StepResult(
-            outputs={"identifiers": tuple(matched),
-                     "document_ids": unique([h.document_id for h in kept] + [r["document_id"] for r in kept_records])},
-            evidence=tuple(evidence), hits=tuple(kept), gaps=tuple(gaps),
-            result={"identifiers": ids, "matched": matched, "unrecognised": unrecognised,
-                    "identity_hits": sum(h.identity for h in kept), "records": len(kept_records),
-                    "dropped_inactive": dropped + dropped_records},
-            rows=len(hits) + len(records), store_ms=clock.ms,
-        )
+        return exact_result(self._db, tenant_id=tenant_id, ids=ids, unrecognised=unrecognised, hits=hits,
+                            records=records, gaps=gaps, limit=params.limit, clock=clock)
 
     def _search_es(self, ids: list[str], tenant_id: str, timeout_s: float, size: int,
                    docs: list[str] | None, clock: StoreClock) -> list[TextHit]:
@@ -194,6 +168,43 @@ class ExactLookupExecutor:
                 hits.append(hit_from_row(row, source_kind="exact", rank=1, score=None, identity=True,
                                          identifiers=hit_ids))
         return hits, records
+
+
+def exact_result(db: TenantConnections, *, tenant_id: str, ids: list[str], unrecognised: list[str],
+                 hits: Mapping[str, tuple[TextHit, str]], records: list[dict[str, Any]], gaps: list[Gap],
+                 limit: int, clock: StoreClock) -> StepResult:
+    """An exact lookup's `StepResult` from its candidate hits (chunk id -> (hit, store)) and records,
+    for both profiles: deterministic order (`_order`), at most `limit` hits ranked 1..n, the
+    active-version check on every hit and record, then evidence (matched ids as claims) and a
+    `missing_data` gap when no requested identifier was found."""
+    ordered = sorted((h for h, _ in hits.values()), key=lambda h: _order(h, ids))[:limit]
+    ranked = [h.model_copy(update={"rank": i}) for i, h in enumerate(ordered, start=1)]
+    with clock, db.transaction(tenant_id) as conn:
+        kept, dropped = final_check(conn, tenant_id, ranked)
+        kept_records, dropped_records = final_check(conn, tenant_id, records)
+    kept = [h.model_copy(update={"rank": i}) for i, h in enumerate(kept, start=1)]
+    at = now_utc()
+    evidence: list[Evidence] = [
+        chunk_evidence(h, tenant_id=tenant_id, store=hits[h.chunk_id][1], retrieved_at=at,
+                       claims={"matched": [i for i in ids if i in h.identifiers]})
+        for h in kept
+    ]
+    evidence += [record_evidence(r, tenant_id=tenant_id, retrieved_at=at, rank=i)
+                 for i, r in enumerate(kept_records, start=1)]
+    found = {i for h in kept for i in h.identifiers} | {r["number"] for r in kept_records}
+    matched = [i for i in ids if i in found]
+    if not matched:
+        gaps = [*gaps, Gap(kind="missing_data", step=None,
+                           detail=f"no active chunk or record carries {', '.join(ids)}")]
+    return StepResult(
+        outputs={"identifiers": tuple(matched),
+                 "document_ids": unique([h.document_id for h in kept] + [r["document_id"] for r in kept_records])},
+        evidence=tuple(evidence), hits=tuple(kept), gaps=tuple(gaps),
+        result={"identifiers": ids, "matched": matched, "unrecognised": unrecognised,
+                "identity_hits": sum(h.identity for h in kept), "records": len(kept_records),
+                "dropped_inactive": dropped + dropped_records},
+        rows=len(hits) + len(records), store_ms=clock.ms,
+    )
 
 
 def _hit_identifiers(own: Sequence[str], section_title: str) -> tuple[str, ...]:

@@ -113,39 +113,16 @@ class GraphExpandExecutor:
         self._timeout_ms = settings.query.statement_timeout_ms
 
     def run(self, params: GraphExpandParams, *, tenant_id: str, timeout_s: float) -> StepResult:
-        check_tenant(tenant_id)
-        types = validate_relations(params.relation)
-        if params.direction not in ("out", "in"):
-            raise ValueError(f"direction {params.direction!r} is not out or in")
-        hops = params.max_hops
-        if not isinstance(hops, int) or isinstance(hops, bool) or not 1 <= hops <= HOP_CAP:
-            raise ValueError(f"max_hops must be an int in 1..{HOP_CAP}")
-        if isinstance(params.from_ids, str):
-            raise ValueError(f"unresolved reference {params.from_ids!r}: the engine must resolve it first")
-        from_ids = sorted({i for i in params.from_ids if isinstance(i, str) and i})
-        cap = params.fanout_cap
-        if not from_ids:
-            return StepResult(result={"paths": [], "targets": [], "dropped_inactive": 0},
-                              gaps=(Gap(kind="missing_data", detail="graph_expand was given no entity ids"),))
-        query_params = {
-            "tenant": tenant_id, "from_ids": from_ids, "types": list(types),
-            "start": params.valid_during.start if params.valid_during else None,
-            "end": params.valid_during.end if params.valid_during else None,
-            "limit": cap + 1, "paths_per_target": PATHS_PER_TARGET,
-        }
+        checked = expansion_args(params, tenant_id)
+        if isinstance(checked, StepResult):
+            return checked
+        query_params = checked
+        hops, types = query_params["hops"], tuple(query_params["types"])
         timeout = max(0.001, min(self._timeout_ms / 1000.0, timeout_s))
         started = time.perf_counter()
         rows = self._read(TEMPLATES[(params.direction, hops)], query_params, timeout)
         retrieved_at = datetime.now(timezone.utc)
-        gaps: list[Gap] = []
-        if len(rows) > cap:
-            rows = rows[:cap]
-            gaps.append(Gap(kind="capped", detail=f"more than {cap} entities are reachable; only the first "
-                                                  f"{cap} (by name) are returned"))
-        truncated = [r["name"] for r in rows if r["path_count"] > PATHS_PER_TARGET]
-        if truncated:
-            gaps.append(Gap(kind="capped", detail=f"only {PATHS_PER_TARGET} paths per target are returned "
-                                                  f"(more for: {', '.join(map(str, truncated[:5]))})"))
+        rows, gaps = cut_targets(rows, params.fanout_cap)
 
         edges = {e["edge_id"]: e for r in rows for path in r["paths"] for e in path["edges"]}
         documents = sorted({e["document_id"] for e in edges.values() if e["document_id"]})
@@ -179,6 +156,48 @@ class GraphExpandExecutor:
             if "Timeout" in (getattr(exc, "code", None) or ""):
                 raise TimeoutError(f"graph traversal exceeded its timeout of {timeout:.3f} s") from exc
             raise Transient(f"neo4j unavailable during graph_expand: {exc}") from exc
+
+
+def expansion_args(params: GraphExpandParams, tenant_id: str) -> dict[str, Any] | StepResult:
+    """Checks a `graph_expand` step for both profiles and gives the template parameters.
+
+    Raises `ValueError` on an invalid tenant, relation, direction or hop count, or an unresolved
+    `$step` reference; returns the empty result with a `missing_data` gap when no entity id is
+    given. The parameters ask for `fanout_cap + 1` targets so that a cut can be reported."""
+    check_tenant(tenant_id)
+    types = validate_relations(params.relation)
+    if params.direction not in ("out", "in"):
+        raise ValueError(f"direction {params.direction!r} is not out or in")
+    hops = params.max_hops
+    if not isinstance(hops, int) or isinstance(hops, bool) or not 1 <= hops <= HOP_CAP:
+        raise ValueError(f"max_hops must be an int in 1..{HOP_CAP}")
+    if isinstance(params.from_ids, str):
+        raise ValueError(f"unresolved reference {params.from_ids!r}: the engine must resolve it first")
+    from_ids = sorted({i for i in params.from_ids if isinstance(i, str) and i})
+    if not from_ids:
+        return StepResult(result={"paths": [], "targets": [], "dropped_inactive": 0},
+                          gaps=(Gap(kind="missing_data", detail="graph_expand was given no entity ids"),))
+    return {
+        "tenant": tenant_id, "from_ids": from_ids, "types": list(types), "hops": hops,
+        "start": params.valid_during.start if params.valid_during else None,
+        "end": params.valid_during.end if params.valid_during else None,
+        "limit": params.fanout_cap + 1, "paths_per_target": PATHS_PER_TARGET,
+    }
+
+
+def cut_targets(rows: list[dict[str, Any]], cap: int) -> tuple[list[dict[str, Any]], list[Gap]]:
+    """At most `cap` targets (rows come ordered by name), with a `capped` gap for the cut and one
+    naming targets that have more than `PATHS_PER_TARGET` paths."""
+    gaps: list[Gap] = []
+    if len(rows) > cap:
+        rows = rows[:cap]
+        gaps.append(Gap(kind="capped", detail=f"more than {cap} entities are reachable; only the first "
+                                              f"{cap} (by name) are returned"))
+    truncated = [r["name"] for r in rows if r["path_count"] > PATHS_PER_TARGET]
+    if truncated:
+        gaps.append(Gap(kind="capped", detail=f"only {PATHS_PER_TARGET} paths per target are returned "
+                                              f"(more for: {', '.join(map(str, truncated[:5]))})"))
+    return rows, gaps
 
 
 def _edge_evidence(edge: dict[str, Any], tenant_id: str, retrieved_at: datetime,

@@ -30,11 +30,10 @@ from typing import Any
 
 import psycopg
 
-from manifold.query.executors.graph import PATHS_PER_TARGET, graph_result, validate_relations
-from manifold.query.plan import HOP_CAP, GraphExpandParams
-from manifold.query.types import Gap, StepResult
+from manifold.query.executors.graph import cut_targets, expansion_args, graph_result
+from manifold.query.plan import GraphExpandParams
+from manifold.query.types import StepResult
 from manifold.shared.config import ManifoldSettings
-from manifold.shared.stores.manifest import check_tenant
 from manifold.shared.stores.postgres import TenantConnections
 from manifold.shared.stores.serving import active_versions, check_hits_active
 
@@ -99,26 +98,11 @@ class PgGraphExpandExecutor:
         return cls(TenantConnections(settings.postgres.query_conninfo()), settings)
 
     def run(self, params: GraphExpandParams, *, tenant_id: str, timeout_s: float) -> StepResult:
-        check_tenant(tenant_id)
-        types = validate_relations(params.relation)
-        if params.direction not in ("out", "in"):
-            raise ValueError(f"direction {params.direction!r} is not out or in")
-        hops = params.max_hops
-        if not isinstance(hops, int) or isinstance(hops, bool) or not 1 <= hops <= HOP_CAP:
-            raise ValueError(f"max_hops must be an int in 1..{HOP_CAP}")
-        if isinstance(params.from_ids, str):
-            raise ValueError(f"unresolved reference {params.from_ids!r}: the engine must resolve it first")
-        from_ids = sorted({i for i in params.from_ids if isinstance(i, str) and i})
-        cap = params.fanout_cap
-        if not from_ids:
-            return StepResult(result={"paths": [], "targets": [], "dropped_inactive": 0},
-                              gaps=(Gap(kind="missing_data", detail="graph_expand was given no entity ids"),))
-        args = {
-            "tenant": tenant_id, "from_ids": from_ids, "types": list(types), "hops": hops,
-            "start": params.valid_during.start if params.valid_during else None,
-            "end": params.valid_during.end if params.valid_during else None,
-            "limit": cap + 1, "paths_per_target": PATHS_PER_TARGET,
-        }
+        checked = expansion_args(params, tenant_id)
+        if isinstance(checked, StepResult):
+            return checked
+        args = checked
+        hops, types = args["hops"], tuple(args["types"])
         timeout_ms = max(1, int(min(self._timeout_ms / 1000.0, timeout_s) * 1000))
         started = time.perf_counter()
         with self._db.transaction(tenant_id, snapshot=True) as conn:
@@ -144,15 +128,7 @@ class PgGraphExpandExecutor:
                              "path_count": int(path_count), "paths": []})
             rows[-1]["paths"].append({"nodes": [nodes[n] for n in path_nodes],
                                       "edges": [edges[e] for e in path_edges]})
-        gaps: list[Gap] = []
-        if len(rows) > cap:
-            rows = rows[:cap]
-            gaps.append(Gap(kind="capped", detail=f"more than {cap} entities are reachable; only the first "
-                                                  f"{cap} (by name) are returned"))
-        truncated = [r["name"] for r in rows if r["path_count"] > PATHS_PER_TARGET]
-        if truncated:
-            gaps.append(Gap(kind="capped", detail=f"only {PATHS_PER_TARGET} paths per target are returned "
-                                                  f"(more for: {', '.join(map(str, truncated[:5]))})"))
+        rows, gaps = cut_targets(rows, params.fanout_cap)
         used_edges = {e["edge_id"]: e for r in rows for p in r["paths"] for e in p["edges"]}
         kept_edges = {e["edge_id"]: e for e in check_hits_active(list(used_edges.values()), active)}
         dropped = len(used_edges) - len(kept_edges)

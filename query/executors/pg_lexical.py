@@ -41,11 +41,11 @@ from psycopg.rows import dict_row
 
 from manifold.ingest.identifiers import find_identifiers
 from manifold.query.evidence import (CHUNK_COLUMNS, StoreClock, chunk_evidence, final_check, hit_from_row, now_utc,
-                                     pg_timeout_ms, record_evidence, require_list, unique)
+                                     pg_timeout_ms, require_list, unique)
 from manifold.query.executors.bm25 import TITLE_BOOST
-from manifold.query.executors.exact import normalise_all
+from manifold.query.executors.exact import exact_result, normalise_all
 from manifold.query.plan import BM25SearchParams, ExactLookupParams
-from manifold.query.types import Evidence, Gap, StepResult, TextHit
+from manifold.query.types import Gap, StepResult, TextHit
 from manifold.shared.config import ManifoldSettings, QuerySettings
 from manifold.shared.errors import Transient
 from manifold.shared.stores.pg_text import analyze, title_phrase
@@ -232,34 +232,9 @@ class PgExactLookupExecutor:
             raise Transient("exact lookup failed in every source: " + "; ".join(failures))
         gaps.extend(Gap(kind="degraded", step=None, detail=f"exact lookup: {f}") for f in failures)
 
-        ordered = sorted(hits.values(), key=lambda h: _order(h, ids))[: params.limit]
-        ranked = [h.model_copy(update={"rank": i}) for i, h in enumerate(ordered, start=1)]
-        with clock, self._db.transaction(tenant_id) as conn:
-            kept, dropped = final_check(conn, tenant_id, ranked)
-            kept_records, dropped_records = final_check(conn, tenant_id, records)
-        kept = [h.model_copy(update={"rank": i}) for i, h in enumerate(kept, start=1)]
-        at = now_utc()
-        evidence: list[Evidence] = [
-            chunk_evidence(h, tenant_id=tenant_id, store="postgres", retrieved_at=at,
-                           claims={"matched": [i for i in ids if i in h.identifiers]})
-            for h in kept
-        ]
-        evidence += [record_evidence(r, tenant_id=tenant_id, retrieved_at=at, rank=i)
-                     for i, r in enumerate(kept_records, start=1)]
-        found_ids = {i for h in kept for i in h.identifiers} | {r["number"] for r in kept_records}
-        matched = [i for i in ids if i in found_ids]
-        if not matched:
-            gaps.append(Gap(kind="missing_data", step=None,
-                            detail=f"no active chunk or record carries {', '.join(ids)}"))
-        return StepResult(
-            outputs={"identifiers": tuple(matched),
-                     "document_ids": unique([h.document_id for h in kept] + [r["document_id"] for r in kept_records])},
-            evidence=tuple(evidence), hits=tuple(kept), gaps=tuple(gaps),
-            result={"identifiers": ids, "matched": matched, "unrecognised": unrecognised,
-                    "identity_hits": sum(h.identity for h in kept), "records": len(kept_records),
-                    "dropped_inactive": dropped + dropped_records},
-            rows=len(hits) + len(records), store_ms=clock.ms,
-        )
+        return exact_result(self._db, tenant_id=tenant_id, ids=ids, unrecognised=unrecognised,
+                            hits={cid: (h, "postgres") for cid, h in hits.items()}, records=records, gaps=gaps,
+                            limit=params.limit, clock=clock)
 
     def _search(self, source: str, ids: list[str], tenant_id: str, timeout_s: float, size: int, limit: int,
                 docs: list[str] | None, clock: StoreClock) -> tuple[list[TextHit], list[dict[str, Any]]]:
@@ -282,7 +257,3 @@ class PgExactLookupExecutor:
                                          identifiers=hit_ids))
         return hits, records
 
-
-def _order(hit: TextHit, ids: list[str]) -> tuple[int, int, str, int, str]:
-    matched = sum(1 for i in ids if i in hit.identifiers)
-    return (0 if hit.identity else 1, -matched, hit.document_id, hit.ordinal, hit.chunk_id)

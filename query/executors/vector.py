@@ -7,7 +7,8 @@ Guarantees of `VectorExecutor.run(params, *, tenant_id, timeout_s)`:
   predicate on `chunks` (active versions only, see below), optionally `document_id = ANY(%s)`;
   `statement_timeout` is set locally from the step budget (capped by
   `settings.statement_timeout_ms`). All SQL is parameterised, settings via `set_config`.
-- Mode: when the filtered active chunk count is below `settings.exact_search_below` the search is
+- Mode: when the filtered active chunk count (counted up to the threshold, no further) is below
+  `settings.exact_search_below` the search is
   EXACT (distances computed for every candidate in a materialised CTE, then sorted: no index can
   be used); otherwise it is approximate: `ORDER BY embedding <=> q LIMIT k` with local
   `hnsw.ef_search = params.ef_search` and `hnsw.iterative_scan = relaxed_order` (pgvector 0.8),
@@ -53,7 +54,9 @@ VectorMode = Literal["exact", "hnsw"]
 
 _WHERE = ("c.tenant_id = %(tenant)s AND c.embedding IS NOT NULL "
           "AND (%(docs)s::text[] IS NULL OR c.document_id = ANY(%(docs)s))")
-_COUNT = f"SELECT count(*) FROM manifold.chunks c WHERE {_WHERE}"
+# The count only chooses exact vs HNSW, so it stops at the threshold (`%(cap)s`): counting every
+# active chunk of a large tenant under the restrictive policy cost more than the search itself.
+_COUNT = f"SELECT count(*) FROM (SELECT 1 FROM manifold.chunks c WHERE {_WHERE} LIMIT %(cap)s) n"
 _INNER_COLS = ("c.tenant_id, c.chunk_id, c.document_id, c.version, c.section_id, c.ordinal, c.text, "
                "c.content_sha256, c.identifiers")
 _OUTER = (f"SELECT {CHUNK_COLUMNS}, c.distance FROM nn c "
@@ -68,7 +71,7 @@ _EXACT = (f"WITH scored AS MATERIALIZED (SELECT {_INNER_COLS}, c.embedding <=> %
 # A parallel configuration: its vectors in `chunk_vectors`, each joined to the chunk it was made from.
 _WHERE_P = ("v.tenant_id = %(tenant)s AND v.config = %(config)s "
             "AND (%(docs)s::text[] IS NULL OR v.document_id = ANY(%(docs)s))")
-_COUNT_P = f"SELECT count(*) FROM manifold.chunk_vectors v WHERE {_WHERE_P}"
+_COUNT_P = f"SELECT count(*) FROM (SELECT 1 FROM manifold.chunk_vectors v WHERE {_WHERE_P} LIMIT %(cap)s) n"
 _JOIN_P = ("JOIN manifold.chunks c ON c.tenant_id = v.tenant_id AND c.chunk_id = v.chunk_id "
            "AND c.content_sha256 = v.content_sha256")
 _HNSW_P = ("WITH knn AS (SELECT v.tenant_id, v.chunk_id, v.content_sha256, v.embedding <=> %(v)s AS distance "
@@ -97,7 +100,8 @@ class VectorSearch:
     hits: tuple[TextHit, ...]
     mode: VectorMode
     filtered_count: int | None
-    """Active chunks under the filter (counted only when the mode was chosen automatically)."""
+    """Active chunks under the filter, counted only up to `exact_search_below` (so a value equal to
+    it means "at least"), and only when the mode was chosen automatically."""
     dropped_inactive: int
     store_ms: float
     config: str = PRIMARY
@@ -173,7 +177,7 @@ class VectorExecutor:
         clock = StoreClock()
         args: dict[str, Any] = {"tenant": tenant_id,
                                 "docs": list(document_ids) if document_ids is not None else None,
-                                "limit": limit}
+                                "limit": limit, "cap": self._settings.exact_search_below}
         count: int | None = None
         with clock, self._db.transaction(tenant_id, snapshot=True) as conn:
             conn.execute("SELECT set_config('statement_timeout', %s, true)",

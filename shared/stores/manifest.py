@@ -20,7 +20,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import date
 from decimal import Decimal
 from typing import Any
@@ -185,6 +185,20 @@ def build_manifest(store: str, kinds: Sequence[str], pairs: Mapping[str, Iterabl
 
 
 # ---------------------------------------------------------------- document-side projections
+
+
+def check_vocabulary(doc: ExtractedDocument, entity_types: Collection[str] | None,
+                     relation_types: Collection[str] | None) -> None:
+    """Raises `BadInput` naming any entity or relation type outside the given vocabulary (None:
+    that kind is not restricted). Both graph stores call it before writing anything."""
+    if entity_types is not None:
+        unknown = {e.type for e in doc.entities} - set(entity_types)
+        if unknown:
+            raise BadInput(f"entity types outside the graph vocabulary: {sorted(unknown)}")
+    if relation_types is not None:
+        unknown = {r.type for r in doc.relations} - set(relation_types)
+        if unknown:
+            raise BadInput(f"relation types outside the graph vocabulary: {sorted(unknown)}")
 
 
 def entity_mentions(entity: Entity, default_extraction: str) -> set[Mention]:

@@ -42,7 +42,7 @@ from neo4j import exceptions as neo4j_errors
 
 from manifold.shared.artifacts import ExtractedDocument, StoreManifest
 from manifold.shared.config import ManifoldSettings
-from manifold.shared.errors import BadInput, Transient
+from manifold.shared.errors import Transient
 from manifold.shared.stores import manifest as mf
 
 NEO4J_MODEL_VERSION = "1"
@@ -230,21 +230,11 @@ class Neo4jGraphStore:
             yield tx
             tx.commit()
 
-    def _check_vocabulary(self, doc: ExtractedDocument) -> None:
-        if self._entity_types is not None:
-            unknown = {e.type for e in doc.entities} - self._entity_types
-            if unknown:
-                raise BadInput(f"entity types outside the graph vocabulary: {sorted(unknown)}")
-        if self._relation_types is not None:
-            unknown = {r.type for r in doc.relations} - self._relation_types
-            if unknown:
-                raise BadInput(f"relation types outside the graph vocabulary: {sorted(unknown)}")
-
     # ------------------------------------------------------------------ write
 
     def write_version(self, doc: ExtractedDocument) -> StoreManifest:
         mf.validate(doc)
-        self._check_vocabulary(doc)
+        mf.check_vocabulary(doc, self._entity_types, self._relation_types)
         ref, v = doc.doc, doc.versions
         key = {"tenant": ref.tenant_id, "document_id": ref.document_id, "version": ref.version}
         entities = [

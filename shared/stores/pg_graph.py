@@ -40,7 +40,6 @@ import psycopg
 
 from manifold.shared.artifacts import ExtractedDocument, StoreManifest
 from manifold.shared.config import ManifoldSettings
-from manifold.shared.errors import BadInput
 from manifold.shared.stores import manifest as mf
 from manifold.shared.stores.pg_text import sweep_tenants
 from manifold.shared.stores.postgres import TenantConnections
@@ -166,21 +165,11 @@ class PostgresGraphStore:
     def from_settings(cls, settings: ManifoldSettings, **kwargs: Any) -> PostgresGraphStore:
         return cls(settings.postgres.ingest_conninfo(), **kwargs)
 
-    def _check_vocabulary(self, doc: ExtractedDocument) -> None:
-        if self._entity_types is not None:
-            unknown = {e.type for e in doc.entities} - self._entity_types
-            if unknown:
-                raise BadInput(f"entity types outside the graph vocabulary: {sorted(unknown)}")
-        if self._relation_types is not None:
-            unknown = {r.type for r in doc.relations} - self._relation_types
-            if unknown:
-                raise BadInput(f"relation types outside the graph vocabulary: {sorted(unknown)}")
-
     # ------------------------------------------------------------------ write
 
     def write_version(self, doc: ExtractedDocument) -> StoreManifest:
         mf.validate(doc)
-        self._check_vocabulary(doc)
+        mf.check_vocabulary(doc, self._entity_types, self._relation_types)
         ref, v = doc.doc, doc.versions
         key = {"tenant": ref.tenant_id, "document_id": ref.document_id, "version": ref.version}
         entities = [
