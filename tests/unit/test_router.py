@@ -122,6 +122,29 @@ def test_classifier_blends_with_rules() -> None:
     assert ruled.intents[0].type == "aggregate" and ruled.intents[0].confidence >= 0.9
 
 
+
+def test_classifier_only_reinforces_when_the_rules_decided() -> None:
+    # The rules decide "aggregate"; a classifier sure of a second intent cannot add it...
+    eager = StubClassifier({"exact_lookup": 0.99, "lexical": 0.0, "semantic": 0.0, "aggregate": 0.99,
+                            "relationship": 0.99})
+    ruled = route("What did we spend on PRD-401 last quarter?", CATALOG, as_of=AS_OF,
+                  classifier=eager)  # type: ignore[arg-type]
+    assert set(types(ruled)) == {"aggregate"}
+    assert ruled.intents[0].confidence > 0.9  # ...but it may reinforce the passing one
+    # With no decisive rule, the classifier decides (0.9 x its probability).
+    silent = route("Tell me everything about valves", CATALOG, as_of=AS_OF,
+                   classifier=eager)  # type: ignore[arg-type]
+    assert {"exact_lookup", "aggregate", "relationship"} <= set(types(silent))
+
+
+def test_an_identifier_is_a_lookup_only_when_nothing_else_is_asked() -> None:
+    assert set(types(r("INV-2026-0013?"))) == {"exact_lookup"}
+    assert set(types(r("Find invoice INV-2026-0013 and explain the payment terms"))) >= {"exact_lookup", "semantic"}
+    assert "exact_lookup" not in types(r("What did we spend on PRD-401 last quarter?"))
+    assert "exact_lookup" not in types(r("Who supplies PRD-401?"))
+    assert "intent:exact_lookup:identifier_as_filter" in r("Who supplies PRD-401?").rules_fired
+
+
 # ---- identifiers, time, currency, statuses ------------------------------------------------------
 
 def test_identifiers_are_normalised_and_anchor_catalog_entries() -> None:
