@@ -112,11 +112,21 @@ def compose(question: str, plan: Plan, execution: Execution) -> tuple[str, dict[
                 sentences.append(f"Exact matches in {len(docs)} documents: {_join(docs)}." if docs
                                  else "No document carries that identifier exactly.")
             best = hits[0]
-            snippet = " ".join(best.text.split())[:_SNIPPET]
+            snippet = _snippet(best.text)
             sentences.append(f"Most relevant passage ({best.document_id}): \u201c{snippet}\u201d")
             result[step.id] = {"documents": list(dict.fromkeys(h.document_id for h in hits)),
                                "chunks": [h.chunk_id for h in hits]}
     return " ".join(sentences), result
+
+
+def _snippet(text: str, limit: int = _SNIPPET) -> str:
+    """`text` with whitespace collapsed, cut to `limit` characters at a space (never inside a word
+    or a number: a cut "3321.25" read as "3321.2" failed the number check) and ending in "…"."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    cut = flat.rfind(" ", 0, limit + 1)
+    return flat[:cut if cut > 0 else limit].rstrip() + "…"
 
 
 def _allowed_numbers(value: Any) -> set[str]:
