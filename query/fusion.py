@@ -130,17 +130,19 @@ def overlaps(a: TextHit, b: TextHit, share: float = OVERLAP_SHARE) -> bool:
     if short in long_:
         return True
     need = max(MIN_OVERLAP_CHARS, math.floor(share * len(short)) + 1)  # the run length that counts
-    if need > len(short):
-        return False
-    # Exact pre-filter (SequenceMatcher costs ~30 ms on two 1,200-character chunks, and fusion
-    # compares every pair of chunks of one section): a common run of `need` characters contains
-    # one of the short text's aligned blocks of `need // 2` characters, so if no block occurs in
-    # the long text there is no such run.
-    step = max(1, need // 2)
-    if not any(short[i:i + step] in long_ for i in range(0, len(short) - step + 1, step)):
+    if need > len(short) or not may_share_run(short, long_, need):
         return False
     match = SequenceMatcher(None, short, long_, autojunk=False).find_longest_match(0, len(short), 0, len(long_))
     return match.size >= need
+
+
+def may_share_run(short: str, long_: str, need: int) -> bool:
+    """False only if `short` and `long_` have no common run of `need` characters (a necessary
+    condition, checked without SequenceMatcher, which costs far more on two long chunks and runs
+    for every pair of candidates of one section): such a run contains one of `short`'s aligned
+    blocks of `need // 2` characters, so if no block occurs in `long_` there is no run."""
+    step = max(1, need // 2)
+    return any(short[i:i + step] in long_ for i in range(0, len(short) - step + 1, step))
 
 
 def deduplicate(candidates: list[_Candidate], share: float = OVERLAP_SHARE) -> list[_Candidate]:
