@@ -115,6 +115,59 @@ def _delete(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sync(args: argparse.Namespace) -> int:
+    import logging
+    import signal
+    import threading
+    from pathlib import Path
+
+    from manifold.ingest import sync
+    from manifold.shared.config import ManifoldSettings
+
+    settings = ManifoldSettings()
+    folder = Path(args.path)
+    if not folder.is_dir():
+        print(f"manifold sync: {folder} is not a folder", file=sys.stderr)
+        return 2
+    if settings.profile == "embedded":
+        from manifold.shared import cli_embedded
+
+        sync_round, close = cli_embedded.sync_round(settings, args.tenant, folder)
+    else:
+        from manifold.shared.stores.ledger import PostgresVersionLedger
+
+        client = _upstream_client(settings)
+        ledger = PostgresVersionLedger(settings.postgres.ingest_conninfo())
+
+        def sync_round() -> sync.SyncReport:
+            return sync.sync_once(client, ledger, args.tenant, folder)
+
+        def close() -> None:
+            return None
+
+    def show(report: sync.SyncReport) -> None:
+        if report.changed or report.rejected or not args.watch:
+            print(report.summary(), flush=True)
+        for path, reason in report.rejected:
+            print(f"rejected {path}: {reason}", file=sys.stderr)
+
+    try:
+        if not args.watch:
+            report = sync_round()
+            show(report)
+            return 1 if report.rejected else 0
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+        stop = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+        print(f"watching {folder} for tenant {args.tenant} (Ctrl-C stops)", file=sys.stderr, flush=True)
+        sync.watch(sync_round, folder, stop, debounce_ms=args.debounce_ms, rescan_s=args.rescan_s,
+                   on_report=show)
+        return 0
+    finally:
+        close()
+
+
 def _workers(args: argparse.Namespace) -> int:
     import logging
     import signal
@@ -543,6 +596,20 @@ def build_parser() -> argparse.ArgumentParser:
     delete.add_argument("document_id", metavar="DOC_ID")
     delete.add_argument("--tenant", required=True, help=tenant_help)
     delete.set_defaults(run=_delete)
+
+    sync_cmd = sub.add_parser(
+        "sync",
+        help="make the tenant's documents follow a folder: publish new/changed files, delete gone ones",
+        description="Publishes upserts for new or changed files and deletes for documents whose file is "
+        "gone (a rename is a delete plus an upsert); unchanged files publish nothing. The tenant mirrors "
+        "the folder: sync one folder per tenant. --watch keeps doing so on file events.",
+    )
+    sync_cmd.add_argument("path", metavar="PATH")
+    sync_cmd.add_argument("--tenant", required=True, help=tenant_help)
+    sync_cmd.add_argument("--watch", action="store_true", help="keep syncing on file events until stopped")
+    sync_cmd.add_argument("--debounce-ms", type=int, default=500, help="wait for quiet before a round (watch)")
+    sync_cmd.add_argument("--rescan-s", type=float, default=300.0, help="a full round at least this often (watch)")
+    sync_cmd.set_defaults(run=_sync)
 
     from manifold.ingest import ROLES
 

@@ -121,6 +121,29 @@ def delete(args: Any, settings: ManifoldSettings) -> int:
     return 1 if drained.dead_letters else 0
 
 
+def sync_round(settings: ManifoldSettings, tenant: str, folder: Path) -> tuple[Any, Any]:
+    """(round, close) for `manifold sync` on the embedded bus: each round publishes and deletes
+    (`ingest.sync.sync_once`), then drives the pipeline until the changes are published."""
+    from manifold.ingest import sync
+    from manifold.ingest.embedded import open_bus, upstream_client
+    from manifold.shared.stores.ledger import PostgresVersionLedger
+
+    prepare(settings, quiet=True)
+    bus = open_bus(settings)
+    client = upstream_client(settings, bus)
+    ledger = PostgresVersionLedger(settings.postgres.ingest_conninfo())
+
+    def run() -> Any:
+        report = sync.sync_once(client, ledger, tenant, folder)
+        if report.changed or pending(settings, bus):
+            drained = drive(settings, bus, quiet=True, expected=len(report.published) + len(report.deleted))
+            for letter in drained.dead_letters:
+                report.rejected.append((letter.document_id, f"dead-lettered at {letter.stage}: {letter.error_kind}"))
+        return report
+
+    return run, bus.close
+
+
 def lifecycle_ports(settings: ManifoldSettings) -> Any:
     from manifold.ingest.embedded import lifecycle_ports as build
 

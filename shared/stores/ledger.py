@@ -52,3 +52,12 @@ class PostgresVersionLedger:
                 "WHERE tenant_id = %s AND document_id = %s AND version = %s",
                 (tenant_id, document_id, version),
             )
+
+    def live_documents(self, tenant_id: str) -> set[str]:
+        """Ids of the tenant's documents whose last reserved event is an upsert (not a delete)."""
+        with self._db.transaction(tenant_id) as conn:
+            rows = conn.execute(
+                "SELECT document_id FROM upstream_versions WHERE tenant_id = %s AND NOT deleted",
+                (tenant_id,),
+            ).fetchall()
+        return {row[0] for row in rows}
