@@ -165,6 +165,15 @@ class EmbeddedSettings(_Section):
     start_timeout_s: float = Field(120.0, gt=0)
 
 
+class TracingSettings(_Section):
+    """OpenTelemetry tracing (`shared/tracing.py`). Spans and the W3C `traceparent` header always
+    flow; `exporter` decides where finished spans go: nowhere (`none`), JSON on stderr
+    (`console`) or OTLP/HTTP to `endpoint`, which must be a loopback address (`otlp`)."""
+
+    exporter: Literal["none", "console", "otlp"] = "none"
+    endpoint: str = "http://127.0.0.1:4318/v1/traces"
+
+
 class ManifoldSettings(BaseSettings):
     """Connection settings for every store and the bus, plus the deployment profile.
 
@@ -185,6 +194,7 @@ class ManifoldSettings(BaseSettings):
     query: QuerySettings = QuerySettings()
     stack: StackSettings = StackSettings()
     embedded: EmbeddedSettings = EmbeddedSettings()
+    tracing: TracingSettings = TracingSettings()
 
     @model_validator(mode="after")
     def _no_unknown_environment(self) -> ManifoldSettings:
