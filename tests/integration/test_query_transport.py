@@ -246,3 +246,29 @@ def test_cli_ask_with_a_clarify_turn(qsettings: ManifoldSettings, monkeypatch, t
     assert second["status"] == "answered" and second["answer"] == "total for beta? -> ent_b2"
     assert not stored.exists()
     assert main(["ask", "--tenant", "acme", "--session", "s1", "--choice", "x"]) == 2  # nothing pending
+
+
+def test_poison_requests_never_stop_the_worker(qsettings: ManifoldSettings) -> None:
+    """Issue 13, finding 1, over the real Kafka: ~10 KB of nested arrays (a RecursionError in
+    the decoder before the fix), without a token, produced three times; plus non-UTF-8 bytes and
+    a body nobody can be told about. Each answerable one gets an `error` reply, and afterwards a
+    normal question is answered by the same worker (the same `serve()` call, still running)."""
+    depth = 5_000
+    poison = (b'{"request_id": "poison-%d", "reply_topic": "' + qsettings.query.reply_topic.encode()
+              + b'", "plan": ' + b"[" * depth + b"]" * depth + b"}")
+    answerer = EchoAnswerer()
+    producer = Producer(producer_config(qsettings.kafka.bootstrap_servers, "test-poison"))
+    with running(qsettings, answerer, group=f"g-{uuid.uuid4().hex[:8]}"), _client(qsettings) as client:
+        for i in range(3):
+            send_sync(producer, qsettings.query.request_topic, f"poison-{i}".encode(), poison % i)
+        send_sync(producer, qsettings.query.request_topic, b"not-utf8", b'{"request_id": "x", "q": "\xff\xfe"}')
+        send_sync(producer, qsettings.query.request_topic, None, b"[" * depth)  # no key, no id: skipped
+        replies = [_wait_reply(client, f"poison-{i}") for i in range(3)]
+        garbled = _wait_reply(client, "x")
+        normal = client.ask("still there?", deadline_ms=30_000)
+    for reply in replies:
+        assert reply.status == "error" and "nested too deeply" in (reply.error or "")
+        assert not reply.answer and not reply.evidence
+    assert garbled.status == "error"
+    assert normal.status == "answered" and normal.answer == "acme|still there?"
+    assert [rid for rid, _ in answerer.calls] == [normal.request_id]
