@@ -39,7 +39,7 @@ from manifold.dlq_tools.records import (
 )
 
 OK, NOTHING, USAGE, UNAVAILABLE = 0, 1, 2, 3
-_KINDS = ("bad_input", "exhausted", "poison")
+_KINDS = ("bad_input", "exhausted", "poison", "unauthorized")
 
 
 # -- argument parsing -------------------------------------------------------------------------

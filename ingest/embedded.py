@@ -182,12 +182,14 @@ def open_bus(settings: ManifoldSettings) -> Bus:
 def upstream_client(settings: ManifoldSettings, bus: Bus) -> Any:
     """The same `UpstreamClient` as the distributed CLI, producing onto the embedded bus."""
     from manifold.ingest.client import UpstreamClient
+    from manifold.shared.envelope_auth import signer_from_settings
     from manifold.shared.stores.ledger import PostgresVersionLedger
     from manifold.shared.stores.postgres import PostgresStagingStore
 
     return UpstreamClient(producer=BusProducer(bus), ledger=PostgresVersionLedger(settings.postgres.ingest_conninfo()),
                           staging=PostgresStagingStore.from_settings(settings),
-                          max_document_bytes=settings.ingest.max_document_bytes)
+                          max_document_bytes=settings.ingest.max_document_bytes,
+                          signer=signer_from_settings(settings))
 
 
 # -- the in-process pipeline -------------------------------------------------------------------

@@ -61,17 +61,32 @@ def _upstream_client(settings):  # type: ignore[no-untyped-def]
 
     from manifold.ingest.client import UpstreamClient
     from manifold.shared import topics
+    from manifold.shared.envelope_auth import signer_from_settings
     from manifold.shared.kafka import ensure_topics, producer_config
     from manifold.shared.stores.ledger import PostgresVersionLedger
     from manifold.shared.stores.postgres import PostgresStagingStore
 
+    signer = signer_from_settings(settings)  # NoProducerKey (a ValueError) before anything connects
     ensure_topics(settings.kafka.bootstrap_servers, topics.PIPELINE_TOPICS, topics.DEFAULT_PARTITIONS)
     return UpstreamClient(
         producer=Producer(producer_config(settings.kafka.bootstrap_servers, "manifold-ingest-cli")),
         ledger=PostgresVersionLedger(settings.postgres.ingest_conninfo()),
         staging=PostgresStagingStore.from_settings(settings),
         max_document_bytes=settings.ingest.max_document_bytes,
+        signer=signer,
     )
+
+
+def _no_producer_key(command: str, settings) -> bool:  # type: ignore[no-untyped-def]
+    """Print one line and return True when there is no producer key to sign events with."""
+    from manifold.shared.envelope_auth import NoProducerKey, signer_from_settings
+
+    try:
+        signer_from_settings(settings)
+    except NoProducerKey as err:
+        print(f"manifold {command}: {err}", file=sys.stderr)
+        return True
+    return False
 
 
 def _ingest(args: argparse.Namespace) -> int:
@@ -83,6 +98,8 @@ def _ingest(args: argparse.Namespace) -> int:
     from manifold.shared.config import ManifoldSettings
 
     settings = ManifoldSettings()
+    if _no_producer_key("ingest", settings):
+        return 2
     if settings.profile == "embedded":
         from manifold.shared import cli_embedded
 
@@ -103,6 +120,8 @@ def _delete(args: argparse.Namespace) -> int:
     from manifold.shared.config import ManifoldSettings
 
     settings = ManifoldSettings()
+    if _no_producer_key("delete", settings):
+        return 2
     if settings.profile == "embedded":
         from manifold.shared import cli_embedded
 
@@ -202,6 +221,21 @@ def _run_with_query(settings, ingest_roles: list[str], stop, *, threads: int) ->
 _ASK_EXIT = {"answered": 0, "partial": 0, "clarify": 0, "no_answer": 0, "refused": 2, "error": 1}
 
 
+MAX_PLAN_DEPTH = 32
+"""Deeper than any valid plan (steps -> step -> params -> value); refused before it is sent."""
+
+
+def _depth(value: object) -> int:
+    """Nesting depth of JSON-like data, without recursion."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        item, level = todo.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            todo.extend((v, level + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
 def _session_path(tenant: str, session: str):  # type: ignore[no-untyped-def]
     import os
     import re
@@ -230,14 +264,10 @@ def _ask(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from manifold.query.auth import TENANT_RE
     from manifold.query.client import QueryClient, QueryTimeout, mint_dev_token
     from manifold.shared.config import ManifoldSettings
     from manifold.shared.errors import Transient
 
-    if not TENANT_RE.match(args.tenant):
-        print(f"manifold ask: tenant {args.tenant!r} is not a slug", file=sys.stderr)
-        return 2
     plan = None
     if args.plan:
         try:
@@ -245,8 +275,14 @@ def _ask(args: argparse.Namespace) -> int:
         except (OSError, ValueError) as err:
             print(f"manifold ask: cannot read plan {args.plan}: {err}", file=sys.stderr)
             return 2
+        except RecursionError:
+            print(f"manifold ask: cannot read plan {args.plan}: JSON nested too deeply", file=sys.stderr)
+            return 2
         if not isinstance(plan, dict):
             print("manifold ask: a plan file holds one JSON object", file=sys.stderr)
+            return 2
+        if _depth(plan) > MAX_PLAN_DEPTH:
+            print(f"manifold ask: plan {args.plan} is nested deeper than {MAX_PLAN_DEPTH} levels", file=sys.stderr)
             return 2
     continuation = None
     session_file = None
@@ -359,7 +395,13 @@ def _quickstart(args: argparse.Namespace) -> int:
     from manifold.shared import cli_embedded
     from manifold.shared.config import ManifoldSettings
 
-    return cli_embedded.quickstart(args, ManifoldSettings(profile="embedded"))
+    settings = ManifoldSettings(profile="embedded")
+    if not settings.query.allow_dev_key:  # the quickstart is local by definition: opt in, and say so
+        settings = settings.model_copy(update={"query": settings.query.model_copy(update={"allow_dev_key": True})})
+    print("manifold quickstart: development keys enabled (query.allow_dev_key=true): events are signed and "
+          "continuations sealed with the built-in development keys. Local use only; to run `manifold ingest/ask "
+          "--profile embedded` by hand afterwards, export MANIFOLD_QUERY__ALLOW_DEV_KEY=true.", file=sys.stderr)
+    return cli_embedded.quickstart(args, settings)
 
 
 def _lifecycle_tenants(ports, tenant: str | None) -> list[str]:  # type: ignore[no-untyped-def]
@@ -644,6 +686,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not hasattr(args, "run"):
         parser.print_help()
         return 2
+    tenant = getattr(args, "tenant", None)
+    if tenant is not None:
+        from manifold.shared.events import is_tenant
+
+        if not is_tenant(tenant):  # one line and exit 2, before any settings, store or broker
+            print(f"manifold {args.command}: tenant {tenant!r} is not a tenant slug (1-63 of a-z, 0-9, '-', '_', "
+                  "starting with a letter or digit)", file=sys.stderr)
+            return 2
     if getattr(args, "profile", None):
         import os
 

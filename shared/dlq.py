@@ -23,7 +23,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validato
 
 from manifold.shared import topics
 
-ErrorKind = Literal["bad_input", "exhausted", "poison"]
+ErrorKind = Literal["bad_input", "exhausted", "poison", "unauthorized"]
 
 
 class DeadLetter(BaseModel):
