@@ -426,7 +426,17 @@ def _status(args: argparse.Namespace) -> int:
         c = d["counts"]
         print(f"{d['tenant_id']:<20}{d['document_id'][:39]:<40}{d['active_version'] or '-'!s:>7}  {d['state']:<9}"
               f"{c['postgres']:>6}{c['elasticsearch']:>6}{c['neo4j']:>7}")
+    _print_in_flight(result.get("in_flight", []))
     return 0
+
+
+def _print_in_flight(rows: list) -> None:  # type: ignore[type-arg]
+    """Documents on their way through the pipeline, with the stage each has reached."""
+    if rows:
+        print(f"\nin flight: {len(rows)}")
+        print(f"{'tenant':<20}{'document':<40}{'version':>7}  {'stage':<14}since")
+    for f in rows:
+        print(f"{f['tenant_id']:<20}{f['document_id'][:39]:<40}{f['version']:>7}  {f['stage']:<14}{f['since']}")
 
 
 def _reconcile(args: argparse.Namespace) -> int:
@@ -441,7 +451,7 @@ def _reconcile(args: argparse.Namespace) -> int:
                                   grace_s=settings.ingest.gc_grace_s)
     out = report.to_json()
     if args.json:
-        print(json.dumps({k: out[k] for k in ("drift", "repaired", "stores", "failed")}, indent=2))
+        print(json.dumps({k: out[k] for k in ("drift", "repaired", "stores", "failed", "in_flight")}, indent=2))
     else:
         for store, body in out["stores"].items():
             print(f"{store:<14}" + "  ".join(f"{k} {n}" for k, n in body["drift"].items())
@@ -450,6 +460,7 @@ def _reconcile(args: argparse.Namespace) -> int:
             print(f"  {f.store} {f.kind}: {f.tenant_id} {f.document_id}@{f.version} {f.detail}".rstrip())
         for problem in report.failed:
             print(f"not repaired: {problem}", file=sys.stderr)
+        _print_in_flight(out["in_flight"])  # in flight is not drift: it does not change the exit code
     if report.failed:
         return 1
     return 0 if args.repair or not report.findings else 3
