@@ -17,7 +17,7 @@ import pytest
 from confluent_kafka import Producer
 
 from manifold.query import protocol
-from manifold.query.auth import mint_token
+from manifold.query.auth import mint_token, signing_key
 from manifold.query.client import QueryClient, mint_dev_token
 from manifold.query.types import Principal, QueryReply, QueryRequest, Trace
 from manifold.query.worker import serve
@@ -115,7 +115,8 @@ def test_forged_and_expired_tokens_are_refused(qsettings: ManifoldSettings) -> N
     answerer = EchoAnswerer()
     forged = mint_token("attacker-key-0123456789abcdef0123456789", tenant_id="acme", subject="mallory",
                         issuer=q.token_issuer, audience=q.token_audience, ttl_s=300)
-    expired = mint_token(q.token_key.get_secret_value(), tenant_id="acme", subject="cli", issuer=q.token_issuer,
+    algorithm, key = signing_key(qsettings)
+    expired = mint_token(key, tenant_id="acme", subject="cli", issuer=q.token_issuer, algorithm=algorithm,
                          audience=q.token_audience, ttl_s=60, now=1_700_000_000)
     with running(qsettings, answerer, group=f"g-{uuid.uuid4().hex[:8]}"):
         with QueryClient(qsettings, token=forged) as client:
