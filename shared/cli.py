@@ -585,7 +585,9 @@ def build_parser() -> argparse.ArgumentParser:
         "ingest",
         help="publish files and folders as document versions (unchanged files publish nothing)",
         description="Walks PATHs, hashes each file, assigns a version when the content changed and "
-        "publishes it to manifold.documents. A document id is the path relative to the folder given.",
+        "publishes it to manifold.documents, signed with the producer key (MANIFOLD_INGEST__PRODUCER_ID/"
+        "PRODUCER_KEY). A document id is the path relative to the folder given. Symbolic links are never "
+        "followed: they are listed as rejected.",
     )
     ingest.add_argument("paths", nargs="+", metavar="PATH")
     ingest.add_argument("--tenant", required=True, help=tenant_help)
@@ -614,8 +616,8 @@ def build_parser() -> argparse.ArgumentParser:
     ask = sub.add_parser(
         "ask",
         help="ask the query workers a question (or send a plan) and print the reply",
-        description="Mints a token for --tenant from MANIFOLD_QUERY__TOKEN_KEY (the local development key by "
-        "default), sends the request on the query request topic and waits for the reply. A clarify reply "
+        description="Mints a token for --tenant with MANIFOLD_QUERY__TOKEN_SIGNING_KEY_FILE or "
+        "MANIFOLD_QUERY__TOKEN_KEY (the development key only with MANIFOLD_QUERY__ALLOW_DEV_KEY=true), sends the request on the query request topic and waits for the reply. A clarify reply "
         "with --session stores its continuation in ~/.cache/manifold/sessions/<tenant>/<session>.json; "
         "answer it with --session S --choice C. Exit 0 answered/partial/clarify/no_answer, 2 refused, "
         "1 error or timeout.",

@@ -8,6 +8,7 @@ never connects to anything. Secrets are `SecretStr` so they do not leak into log
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -107,8 +108,6 @@ class ProducerKey(_Section):
 
     @model_validator(mode="after")
     def _checked(self) -> ProducerKey:
-        import re
-
         if len(self.key.get_secret_value().encode()) < 32:
             raise ValueError("a producer key must be at least 32 bytes")
         bad = [t for t in self.tenants if not re.fullmatch(_TENANT_OR_ANY, t)]
@@ -144,8 +143,6 @@ class IngestSettings(_Section):
 
     @model_validator(mode="after")
     def _producer_ids(self) -> IngestSettings:
-        import re
-
         bad = [p for p in self.producers if not re.fullmatch(_PRODUCER_ID, p)]
         if bad:
             raise ValueError(f"producer ids must match {_PRODUCER_ID}: {bad}")
