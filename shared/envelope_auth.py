@@ -33,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -40,6 +41,8 @@ from typing import TypeVar
 from manifold.shared.config import DEV_PRODUCER_ID, DEV_PRODUCER_KEY, ManifoldSettings
 from manifold.shared.errors import BadInput
 from manifold.shared.events import DocumentDeleted, DocumentUpserted
+
+log = logging.getLogger(__name__)
 
 SIGNING_CONTEXT = "manifold.envelope.v1"
 SCHEME = "hmac-sha256:"
@@ -109,6 +112,8 @@ class ProducerRegistry:
         grants = {pid: ProducerGrant(p.key.get_secret_value(), frozenset(p.tenants))
                   for pid, p in settings.ingest.producers.items()}
         if settings.query.allow_dev_key:
+            log.warning("upstream envelopes: accepting the built-in DEVELOPMENT producer %r for every tenant "
+                        "(query.allow_dev_key=true); local development and tests only", DEV_PRODUCER_ID)
             grants.setdefault(DEV_PRODUCER_ID, ProducerGrant(DEV_PRODUCER_KEY, frozenset({ANY_TENANT})))
         return cls(grants)
 
