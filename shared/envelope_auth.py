@@ -115,6 +115,9 @@ class ProducerRegistry:
             log.warning("upstream envelopes: accepting the built-in DEVELOPMENT producer %r for every tenant "
                         "(query.allow_dev_key=true); local development and tests only", DEV_PRODUCER_ID)
             grants.setdefault(DEV_PRODUCER_ID, ProducerGrant(DEV_PRODUCER_KEY, frozenset({ANY_TENANT})))
+        if not grants:
+            log.warning("upstream envelopes: no producer keys configured (MANIFOLD_INGEST__PRODUCERS): every event "
+                        "on manifold.documents will be dead-lettered as unauthorized")
         return cls(grants)
 
     def verify(self, event: E) -> E:
