@@ -267,6 +267,7 @@ def main() -> None:
 
     import signal
 
+    os.environ.setdefault("MANIFOLD_QUERY__ALLOW_DEV_KEY", "true")  # local bench stack: development keys (README "Keys")
     settings = ManifoldSettings()
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

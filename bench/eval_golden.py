@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import re
 import sys
 import tempfile
@@ -527,6 +528,7 @@ def main() -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     from manifold.shared.config import ManifoldSettings
 
+    os.environ.setdefault("MANIFOLD_QUERY__ALLOW_DEV_KEY", "true")  # local bench stack: development keys (README "Keys")
     base = ManifoldSettings()
     settings = base.model_copy(update={"ingest": base.ingest.model_copy(update={"metrics_port": 0})})
     items = [json.loads(line) for line in args.golden.read_text().splitlines() if line.strip()]

@@ -41,6 +41,7 @@ import csv
 import hashlib
 import json
 import logging
+import os
 import sys
 import threading
 import time
@@ -457,6 +458,7 @@ def main() -> None:
 
     from manifold.shared.config import ManifoldSettings
 
+    os.environ.setdefault("MANIFOLD_QUERY__ALLOW_DEV_KEY", "true")  # local bench stack: development keys (README "Keys")
     base = ManifoldSettings()
     settings = base.model_copy(update={"ingest": base.ingest.model_copy(update={"metrics_port": 0})})
     sums = verify_checksums(args.data)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import tempfile
 import threading
@@ -49,6 +50,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "ingest_throughput.json")
     args = ap.parse_args()
 
+    os.environ.setdefault("MANIFOLD_QUERY__ALLOW_DEV_KEY", "true")  # local bench stack: development keys (README "Keys")
     base = ManifoldSettings()
     settings = base.model_copy(update={"ingest": base.ingest.model_copy(update={"metrics_port": 0})})
     tenant = f"bench-{uuid.uuid4().hex[:8]}"

@@ -193,11 +193,18 @@ def replay(entries: Sequence[Entry], producer: Producer, log: ActionLog, make_ac
     a `x-manifold-replay-of` header; record the acknowledged ones in the action log."""
     report = ReplayReport()
     for start in range(0, len(entries), window):
-        chunk = entries[start:start + window]
+        chunk = []
+        for entry in entries[start:start + window]:
+            letter = entry.letter
+            assert letter is not None  # the caller filters out undecodable entries
+            if letter.replay_topic is None:  # `records.decode` refuses these already; never trust it alone
+                report.failed.append((entry.id, f"refused: {letter.replay_problem()}"))
+            else:
+                chunk.append(entry)
         acks = _Acks()
         for entry in chunk:
             letter = entry.letter
-            assert letter is not None  # the caller filters out undecodable entries
+            assert letter is not None
             limiter.wait()
             _produce(producer, letter.source_topic, letter.key, letter.value,
                      [(REPLAY_HEADER, entry.id.encode())], acks.callback(entry.id))

@@ -39,7 +39,7 @@ from manifold.dlq_tools.records import (
 )
 
 OK, NOTHING, USAGE, UNAVAILABLE = 0, 1, 2, 3
-_KINDS = ("bad_input", "exhausted", "poison")
+_KINDS = ("bad_input", "exhausted", "poison", "unauthorized")
 
 
 # -- argument parsing -------------------------------------------------------------------------
@@ -180,6 +180,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BusError as err:
         print(f"dlq: {err}", file=sys.stderr)
         return UNAVAILABLE
+    except Exception as err:  # noqa: BLE001 - a forged record must give a line, not a traceback
+        print(f"dlq {args.command}: failed on a record it could not handle ({type(err).__name__}: "
+              f"{str(err)[:200]})", file=sys.stderr)
+        return NOTHING
 
 
 # -- commands ---------------------------------------------------------------------------------
@@ -423,7 +427,8 @@ def _detail(entry: Entry, status: Status, now: datetime) -> dict[str, Any]:
     original: Any
     try:
         original = json.loads(letter.value)
-    except ValueError:
+        json.dumps(_shorten(original))  # renderable (not nested past what the text view can walk)
+    except (ValueError, RecursionError):
         original = None
     detail.update(valid=True, dead_letter=letter.model_dump(mode="json", exclude={"key_b64", "value_b64"}),
                   original_key=_text(letter.key), original_value_bytes=len(letter.value),

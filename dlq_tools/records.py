@@ -3,7 +3,10 @@ selection filters and duration parsing. Nothing here talks to Kafka.
 
 Guarantees:
 - A DLQ message that is not a valid `DeadLetter` still becomes an `Entry` (with `problem`
-  set); decoding never raises.
+  set); decoding never raises, whatever the bytes (any size, nesting, encoding).
+- A `DeadLetter` whose `source_topic` is not its stage's source topic (forged: it would make a
+  replay write to the reply topic or to another stage's input) is also such an entry: it is
+  shown, never replayed.
 - An entry's id is `<partition>:<offset>` of the DLQ message; it is stable for the life of the
   `manifold.dlq` topic. Every action also carries the SHA-256 of the DLQ message's value, and
   `fold` ignores an action whose digest does not match, so actions recorded against an earlier
@@ -125,11 +128,17 @@ def decode(raw: RawMessage) -> Entry:
     if raw.value is None:
         return Entry(raw, None, "empty value (tombstone)")
     try:
-        return Entry(raw, DeadLetter.model_validate_json(raw.value))
+        letter = DeadLetter.model_validate_json(raw.value)
     except ValidationError as err:
         first = err.errors()[0] if err.errors() else {"msg": str(err)}
         where = ".".join(str(p) for p in first.get("loc", ())) or "body"
         return Entry(raw, None, f"{where}: {first.get('msg', 'invalid')}"[:200])
+    except Exception as err:  # noqa: BLE001 - a forged record must never stop the tools
+        return Entry(raw, None, f"undecodable ({type(err).__name__})")
+    problem = letter.replay_problem()
+    if problem is not None:
+        return Entry(raw, None, f"forged or foreign record: {problem}"[:300])
+    return Entry(raw, letter)
 
 
 # -- actions ----------------------------------------------------------------------------------
@@ -179,7 +188,7 @@ def decode_actions(raws: Iterable[RawMessage]) -> list[DlqAction]:
             continue
         try:
             out.append(DlqAction.model_validate_json(raw.value))
-        except ValidationError:
+        except Exception:  # noqa: BLE001 - anything that is not a valid action is ignored
             continue
     return out
 

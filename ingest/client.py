@@ -8,6 +8,14 @@ Guarantees:
 - A file is reported, not skipped silently, when it cannot be published (unknown media type,
   too large, unreadable); the caller decides the exit status from the report.
 - Every event is acknowledged by Kafka before `publish_*` returns (idempotent producer).
+- Every event is signed by `signer` (`envelope_auth.Signer`: the producer key the first stage
+  verifies); without a signer events go out unsigned and the pipeline dead-letters them as
+  `unauthorized`.
+- A version is reserved only for an event that validates: a bad tenant, document id or media
+  type raises ValueError before the ledger is touched (no unconfirmed reservation is left).
+- `publish_paths` never follows a symbolic link: a link given directly, or found inside a
+  folder given (to a file or to a folder, inside the folder or outside it), is reported as
+  rejected with the reason and not read; folders are walked without following links.
 """
 
 from __future__ import annotations
@@ -17,9 +25,10 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from confluent_kafka import Producer
+from pydantic import ValidationError
 
 from manifold.ingest.media import guess_media_type
 from manifold.shared import topics
@@ -68,6 +77,11 @@ class UpstreamClient:
     ledger: VersionLedger
     staging: StagingStore
     max_document_bytes: int
+    signer: Callable[[Any], Any] | None = None
+    """Signs each event as this client's upstream producer (`envelope_auth.Signer`)."""
+
+    def _sign(self, event: Any) -> Any:
+        return event if self.signer is None else self.signer(event)
 
     def publish_bytes(
         self,
@@ -81,24 +95,31 @@ class UpstreamClient:
         if len(content) > self.max_document_bytes:
             raise ValueError(f"{len(content)} bytes exceeds the {self.max_document_bytes}-byte document limit")
         sha = hashlib.sha256(content).hexdigest()
+        ref = ContentRef(sha256=sha, size=len(content)) if len(content) > MAX_INLINE_BYTES else None
+        try:  # validate the whole event (tenant, id, media type, metadata) before reserving a version
+            event = upserted(tenant_id, document_id, 1, content, media_type, metadata, content_ref=ref)
+        except ValidationError as err:
+            raise ValueError(f"invalid document event: {_first_error(err)}") from None
         version = self.ledger.reserve(tenant_id, document_id, sha)
         if version is None:
             return None
-        ref = None
-        if len(content) > MAX_INLINE_BYTES:
+        if ref is not None:
             self.staging.put_blob(tenant_id, content)
-            ref = ContentRef(sha256=sha, size=len(content))
-        event = upserted(tenant_id, document_id, version, content, media_type, metadata, content_ref=ref)
+        event = self._sign(event.model_copy(update={"version": version}))
         send_sync(self.producer, topics.DOCUMENTS, event.key, event.model_dump_json().encode())
         self.ledger.confirm(tenant_id, document_id, version)
         return version
 
     def delete(self, tenant_id: str, document_id: str) -> int | None:
         """Publish a delete; returns its version, or None if the document was never published."""
+        try:
+            event = DocumentDeleted(tenant_id=tenant_id, document_id=document_id, version=1)
+        except ValidationError as err:
+            raise ValueError(f"invalid delete event: {_first_error(err)}") from None
         version = self.ledger.reserve(tenant_id, document_id, None)
         if version is None:
             return None
-        event = DocumentDeleted(tenant_id=tenant_id, document_id=document_id, version=version)
+        event = self._sign(event.model_copy(update={"version": version}))
         send_sync(self.producer, topics.DOCUMENTS, event.key, event.model_dump_json().encode())
         self.ledger.confirm(tenant_id, document_id, version)
         return version
@@ -112,7 +133,11 @@ class UpstreamClient:
         """Walk files and folders; a document id is the path relative to the folder given
         (or the file name for a file given directly), with '/' separators."""
         report = PublishReport()
-        for path, document_id in _walk(paths):
+        for path, document_id, refused in _walk(paths):
+            if refused is not None:
+                report.rejected.append((str(path), refused))
+                progress(str(path))
+                continue
             try:
                 content = path.read_bytes()
             except OSError as err:
@@ -138,18 +163,40 @@ class UpstreamClient:
         return report
 
 
-def _walk(paths: Iterable[Path]) -> Iterator[tuple[Path, str]]:
+def _walk(paths: Iterable[Path]) -> Iterator[tuple[Path, str, str | None]]:
+    """(path, document id, reason it is refused or None) for every file under `paths`. Symbolic
+    links are never followed: a link (to a file or a folder) is yielded with its reason."""
     for root in paths:
-        if root.is_dir():
-            for folder, dirs, files in os.walk(root):
-                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        if root.is_symlink():
+            yield root, root.name, _link_reason(root)
+        elif root.is_dir():
+            for folder, dirs, files in os.walk(root, followlinks=False):
+                here = Path(folder)
+                for name in sorted(d for d in dirs if not d.startswith(".") and (here / d).is_symlink()):
+                    link = here / name
+                    yield link, link.relative_to(root).as_posix(), _link_reason(link)
+                dirs[:] = sorted(d for d in dirs if not d.startswith(".") and not (here / d).is_symlink())
                 for name in sorted(files):
                     if name.startswith("."):
                         continue
-                    path = Path(folder) / name
-                    yield path, path.relative_to(root).as_posix()
+                    path = here / name
+                    doc = path.relative_to(root).as_posix()
+                    yield path, doc, _link_reason(path) if path.is_symlink() else None
         else:
-            yield root, root.name
+            yield root, root.name, None
+
+
+def _link_reason(link: Path) -> str:
+    try:
+        target = os.readlink(link)
+    except OSError:
+        target = "?"
+    return f"symbolic link (to {target}): links are not followed; copy the file into the folder instead"
+
+
+def _first_error(err: ValidationError) -> str:
+    first = err.errors()[0]
+    return f"{'.'.join(str(p) for p in first['loc']) or 'event'}: {first['msg']}"
 
 
 def count_files(paths: Iterable[Path]) -> int:

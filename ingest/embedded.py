@@ -160,6 +160,7 @@ def build_ports(settings: ManifoldSettings) -> pipeline.Ports:
 
 def lifecycle_ports(settings: ManifoldSettings, ports: pipeline.Ports | None = None) -> ReconcilePorts:
     """Publisher / reconciler / status ports (no embedder unless `ports` is given)."""
+    from manifold.shared.stores.ledger import PostgresVersionLedger
     from manifold.shared.stores.manifest_pg import PostgresVersionManifest
     from manifold.shared.stores.postgres import PostgresRelationalStore, PostgresStagingStore
 
@@ -170,7 +171,8 @@ def lifecycle_ports(settings: ManifoldSettings, ports: pipeline.Ports | None = N
         relational = PostgresRelationalStore.from_settings(settings)
         staging = PostgresStagingStore.from_settings(settings)
     return ReconcilePorts(manifest=PostgresVersionManifest.from_settings(settings), relational=relational,
-                          text=text, graph=graph, staging=staging)
+                          text=text, graph=graph, staging=staging,
+                          ledger=PostgresVersionLedger(settings.postgres.ingest_conninfo()))
 
 
 def open_bus(settings: ManifoldSettings) -> Bus:
@@ -182,12 +184,14 @@ def open_bus(settings: ManifoldSettings) -> Bus:
 def upstream_client(settings: ManifoldSettings, bus: Bus) -> Any:
     """The same `UpstreamClient` as the distributed CLI, producing onto the embedded bus."""
     from manifold.ingest.client import UpstreamClient
+    from manifold.shared.envelope_auth import signer_from_settings
     from manifold.shared.stores.ledger import PostgresVersionLedger
     from manifold.shared.stores.postgres import PostgresStagingStore
 
     return UpstreamClient(producer=BusProducer(bus), ledger=PostgresVersionLedger(settings.postgres.ingest_conninfo()),
                           staging=PostgresStagingStore.from_settings(settings),
-                          max_document_bytes=settings.ingest.max_document_bytes)
+                          max_document_bytes=settings.ingest.max_document_bytes,
+                          signer=signer_from_settings(settings))
 
 
 # -- the in-process pipeline -------------------------------------------------------------------

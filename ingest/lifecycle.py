@@ -15,6 +15,7 @@ from manifold.shared.config import ManifoldSettings
 def build_ports(settings: ManifoldSettings) -> ReconcilePorts:
     from manifold.ingest import vocabulary
     from manifold.shared.stores.elasticsearch import ElasticsearchTextIndex
+    from manifold.shared.stores.ledger import PostgresVersionLedger
     from manifold.shared.stores.manifest_pg import PostgresVersionManifest
     from manifold.shared.stores.neo4j import Neo4jGraphStore
     from manifold.shared.stores.postgres import PostgresRelationalStore, PostgresStagingStore
@@ -26,6 +27,7 @@ def build_ports(settings: ManifoldSettings) -> ReconcilePorts:
         graph=Neo4jGraphStore.from_settings(settings, entity_types=vocabulary.ENTITY_TYPES,
                                             relation_types=vocabulary.RELATIONS),
         staging=PostgresStagingStore.from_settings(settings),
+        ledger=PostgresVersionLedger(settings.postgres.ingest_conninfo()),
     )
 
 
@@ -37,7 +39,8 @@ _COUNTED = {"postgres": ("chunks", "sections", "records", "record_lines", "revie
 def status(ports: ReconcilePorts, tenant_ids: list[str]) -> dict[str, Any]:
     """Per document: its active version (or None), its state (that of its newest version, so
     `deleted` after a delete, `staged` while a first version waits) and the active version's
-    artifact counts per store as recomputed by each store."""
+    artifact counts per store as recomputed by each store. With a ledger port, `in_flight` lists
+    the versions handed out upstream that the publisher has not seen yet, with their stage."""
     documents = []
     for tenant in tenant_ids:
         by_doc: dict[str, list[Any]] = {}
@@ -54,4 +57,5 @@ def status(ports: ReconcilePorts, tenant_ids: list[str]) -> dict[str, Any]:
             documents.append({"tenant_id": tenant, "document_id": document_id, "active_version": active,
                               "state": newest.state, "versions": {e.version: e.state for e in entries},
                               "counts": counts})
-    return {"documents": documents}
+    in_flight = [f.to_json() for t in tenant_ids for f in ports.ledger.in_flight(t)] if ports.ledger else []
+    return {"documents": documents, "in_flight": in_flight}

@@ -311,6 +311,8 @@ def read_json(content: bytes) -> list[Draft]:
         raise BadInput("invalid JSON: nested too deeply") from None
     except ValueError as err:  # e.g. an integer literal beyond Python's digit limit
         raise BadInput(f"invalid JSON: {err}") from None
+    if _holds_nul(value):  # no store keeps a NUL in text: refuse it here, with the reason
+        raise BadInput("invalid JSON: a string holds a NUL character (\\u0000)")
     if value == {} or value == []:
         return []
     if isinstance(value, dict) and len(value) == 1 and next(iter(value)) in _RECORD_KEYS:
@@ -320,6 +322,22 @@ def read_json(content: bytes) -> list[Draft]:
         return list(_json_drafts(value, ""))
     except RecursionError:
         raise BadInput("JSON is nested too deeply to flatten") from None
+
+
+def _holds_nul(value: object) -> bool:
+    """True when any key or string inside `value` contains U+0000 (iterative: any depth)."""
+    todo = [value]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return True
+        elif isinstance(item, dict):
+            todo.extend(item.keys())
+            todo.extend(item.values())
+        elif isinstance(item, list):
+            todo.extend(item)
+    return False
 
 
 def _is_records(value: object) -> bool:

@@ -56,9 +56,17 @@ class ReconcileManifest(VersionManifest, Protocol):
     def sync_state(self, tenant_id: str, document_id: str, version: int) -> None: ...
 
 
+class InFlightReader(Protocol):
+    """Versions handed out upstream that the publisher has not seen yet (`ledger.InFlight`)."""
+
+    def in_flight(self, tenant_id: str) -> list[Any]: ...
+
+
 @dataclass
 class ReconcilePorts(PublishPorts):
     staging: StagingStore | None = None
+    ledger: InFlightReader | None = None
+    """When given, `status` and `reconcile` also list documents in flight with their stage."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +85,8 @@ class Report:
     repaired: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STORES, 0))
     failed: list[str] = field(default_factory=list)
     gc_purged: int = 0
+    in_flight: list[Any] = field(default_factory=list)
+    """Documents on their way through the pipeline (`ledger.InFlight`), not drift."""
 
     def drift(self, store: str | None = None) -> dict[str, int]:
         out = dict.fromkeys(KINDS, 0)
@@ -87,6 +97,7 @@ class Report:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "in_flight": [f.to_json() for f in self.in_flight],
             "drift": self.drift(), "repaired": sum(self.repaired.values()),
             "stores": {s: {"drift": self.drift(s), "repaired": self.repaired[s]} for s in STORES},
             "failed": self.failed,
@@ -222,6 +233,8 @@ def reconcile(ports: ReconcilePorts, tenant_ids: list[str] | None = None, *, rep
             repair(ports, found, report)
             left = detect(ports, tenant, grace_s=grace_s, inflight_s=inflight_s)
             report.failed += [f"still {f.kind} in {f.store}: {f.document_id}@{f.version}" for f in left]
+        if ports.ledger is not None:
+            report.in_flight += ports.ledger.in_flight(tenant)
     for store in STORES:
         for kind, n in report.drift(store).items():
             DRIFT.labels(store, kind).set(n)

@@ -137,7 +137,7 @@ class StageRunner(Generic[In, Out]):
                 self._delivery.produce(out.topic, out.key, out.value)
                 metrics.PROCESSED.labels(name).inc()
         except BadInput as err:
-            self._dead_letter(msg, "bad_input", str(err), max(attempts, 1))
+            self._dead_letter(msg, err.error_kind, str(err), max(attempts, 1))  # type: ignore[arg-type]
         except Transient as err:
             self._dead_letter(msg, "exhausted", f"{err} (after {attempts} attempts)", attempts)
         except Exception as err:  # noqa: BLE001 - a handler bug: keep the partition moving

@@ -155,9 +155,15 @@ def publish_ports(ports: pipeline.Ports, settings: ManifoldSettings) -> Any:
 
 
 def stage_specs(ports: pipeline.Ports, settings: ManifoldSettings | None = None) -> dict[str, StageSpec[Any, Any]]:
+    """The stages. The first (parse) accepts only envelopes signed by a producer allowed their
+    tenant (`envelope_auth.ProducerRegistry` from `settings`; none given: every event refused);
+    the rest dead-letter as `unauthorized`."""
+    from manifold.shared.envelope_auth import ProducerRegistry
+
     notice = _decoder(StageNotice)
+    first = ProducerRegistry.from_settings(settings).verifying(parse_event)
     specs: dict[str, StageSpec[Any, Any]] = {
-        "parse": StageSpec("parse", topics.DOCUMENTS, parse_event, _parse_step(ports), _parse_route),
+        "parse": StageSpec("parse", topics.DOCUMENTS, first, _parse_step(ports), _parse_route),
         "chunk": StageSpec("chunk", topics.STAGE_PARSED, notice, lambda n: pipeline.run_chunk(n, ports),
                            _notice_out(topics.STAGE_CHUNKED)),
         "embed": StageSpec("embed", topics.STAGE_CHUNKED, notice, lambda n: pipeline.run_embed(n, ports),

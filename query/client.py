@@ -25,7 +25,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from manifold.query import protocol
-from manifold.query.auth import mint_token
+from manifold.query.auth import mint_token, signing_key
 from manifold.query.types import QueryReply, QueryRequest
 from manifold.shared import topics
 from manifold.shared.config import ManifoldSettings
@@ -42,11 +42,14 @@ class QueryTimeout(ManifoldError):
 
 
 def mint_dev_token(settings: ManifoldSettings, tenant: str, subject: str = "cli") -> str:
-    """A principal token for `tenant`, signed with `settings.query.token_key` (the development key
-    unless configured): for the CLI, tests and local tools, never for end users."""
+    """A principal token for `tenant`, signed with the configured signing key
+    (`auth.signing_key`: `query.token_signing_key_file`, else `query.token_key`, else the
+    development key when `query.allow_dev_key` is true; `auth.InsecureKey` otherwise): for the
+    CLI, tests and local tools, never for end users."""
     q = settings.query
-    return mint_token(q.token_key.get_secret_value(), tenant_id=tenant, subject=subject, issuer=q.token_issuer,
-                      audience=q.token_audience, ttl_s=q.token_ttl_s)
+    algorithm, key = signing_key(settings)
+    return mint_token(key, tenant_id=tenant, subject=subject, issuer=q.token_issuer, audience=q.token_audience,
+                      ttl_s=q.token_ttl_s, algorithm=algorithm)
 
 
 class QueryClient:

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from manifold.query.auth import continuation_secret
 from manifold.query.types import Principal, QueryReply, QueryRequest, StepResult
 from manifold.shared.config import ManifoldSettings
 
@@ -149,7 +150,7 @@ def build_answerer(settings: ManifoldSettings) -> Any:
     }
     engine = Engine(executors, Breakers(failures=q.breaker_failures, reset_s=q.breaker_reset_s))
     service = QueryService(engine=engine, catalog=catalog, active=_ManifestActive(pg),
-                           continuations=_SignedContinuations(q.token_key.get_secret_value()),
+                           continuations=_SignedContinuations(continuation_secret(settings)),
                            screen=guard.screen, route=router.route, apply_choice=router.apply_choice,
                            classifier=classifier, closers=(es.close, driver.close))
     return service
@@ -198,7 +199,7 @@ def build_embedded_answerer(settings: ManifoldSettings) -> Any:
     closers = [c.close for c in (catalog, exact, bm25, executors["graph_expand"]._executor)  # noqa: SLF001
                if callable(getattr(c, "close", None))]
     return QueryService(engine=engine, catalog=catalog, active=_ManifestActive(pg),
-                        continuations=_SignedContinuations(q.token_key.get_secret_value()),
+                        continuations=_SignedContinuations(continuation_secret(settings)),
                         screen=guard.screen, route=router.route, apply_choice=router.apply_choice,
                         classifier=classifier,
                         closers=tuple(closers))

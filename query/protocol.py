@@ -11,6 +11,12 @@ it (`<reply_topic>.<suffix>`), so a request cannot make a worker write to an arb
 A body that names a tenant is refused: the tenant comes only from the signed token. Every
 rejection is a `BadRequest` with a readable reason and, when recoverable, the request id and
 the (allowed) reply topic, so the caller can still be told why.
+
+`decode_request` raises nothing but `BadRequest`, whatever the bytes: any size, any nesting
+depth (a `RecursionError` from ten thousand nested arrays included), invalid UTF-8, numbers too
+long to convert. When the JSON cannot be parsed, the request id and reply topic are still
+recovered from the raw bytes when they appear there as plain `"request_id": "..."` /
+`"reply_topic": "..."` pairs, so the caller can still be told why.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ MAX_REQUEST_BYTES = 64 * 1024
 AUTH_HEADER = "authorization"
 _REQUEST_ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 _FORGED_TENANT_FIELDS = ("tenant", "tenant_id", "principal")
+_RAW_FIELD_RE = {name: re.compile(rb'"' + name.encode() + rb'"\s*:\s*"([^"\\]{1,256})"')
+                 for name in ("request_id", "reply_topic")}
 
 Headers = Sequence[tuple[str, bytes | str | None]] | None
 
@@ -67,16 +75,29 @@ def bearer_token(headers: Headers) -> str | None:
 
 def decode_request(value: bytes | None, headers: Headers, *,
                    allowed_reply_topic: str = topics.QUERY_REPLIES) -> tuple[QueryRequest, str]:
-    """Decode one request message into (request, bearer token); raise `BadRequest` otherwise.
-    Does not verify the token (that is `auth.TokenVerifier`'s job)."""
+    """Decode one request message into (request, bearer token); raise `BadRequest` otherwise
+    (and nothing else, whatever the bytes). Does not verify the token (`auth.TokenVerifier`)."""
+    try:
+        return _decode(value, headers, allowed_reply_topic)
+    except BadRequest:
+        raise
+    except Exception as err:  # noqa: BLE001 - no input may escape as anything but BadRequest
+        request_id, reply_to = _recover_raw(value, allowed_reply_topic)
+        raise BadRequest(f"request cannot be decoded ({type(err).__name__})", request_id=request_id,
+                         reply_topic=reply_to) from None
+
+
+def _decode(value: bytes | None, headers: Headers, allowed_reply_topic: str) -> tuple[QueryRequest, str]:
     if value is None:
         raise BadRequest("request has no value")
     if len(value) > MAX_REQUEST_BYTES:
         raise BadRequest(f"request is {len(value)} bytes; the limit is {MAX_REQUEST_BYTES}")
     try:
         data = json.loads(value)
-    except (ValueError, UnicodeDecodeError):
-        raise BadRequest("request is not valid JSON") from None
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        request_id, reply_to = _recover_raw(value, allowed_reply_topic)
+        raise BadRequest("request is not valid JSON (or nested too deeply)", request_id=request_id,
+                         reply_topic=reply_to) from None
     if not isinstance(data, dict):
         raise BadRequest("request must be a JSON object")
     request_id = _recover_request_id(data)
@@ -114,6 +135,20 @@ def decode_request(value: bytes | None, headers: Headers, *,
     if not has_question and not has_plan and request.continuation is None:
         raise bad("send a question or a plan (or a continuation with a choice)")
     return request, token
+
+
+def _recover_raw(value: bytes | None, allowed_reply_topic: str) -> tuple[str | None, str | None]:
+    """(request id, allowed reply topic) found as plain string fields in undecodable bytes."""
+    found: dict[str, str | None] = {}
+    for name, pattern in _RAW_FIELD_RE.items():
+        match = pattern.search(value[:MAX_REQUEST_BYTES]) if isinstance(value, bytes) else None
+        try:
+            found[name] = match.group(1).decode("utf-8") if match else None
+        except UnicodeDecodeError:
+            found[name] = None
+    rid, topic = found["request_id"], found["reply_topic"]
+    return (rid if rid is not None and _REQUEST_ID_RE.fullmatch(rid) else None,
+            topic if topic is not None and reply_topic_allowed(topic, allowed_reply_topic) else None)
 
 
 def _recover_request_id(data: dict[str, Any]) -> str | None:

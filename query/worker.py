@@ -13,6 +13,12 @@ Guarantees:
   a body naming a tenant gets a `refused` or `error` reply with the reason and no data, and the
   answerer is never called for it. The answerer sees only verified `Principal`s.
 - The answerer cannot crash the loop: an exception becomes an `error` reply.
+- No request can stop a worker, whatever its size, shape or bytes (issue 13, finding 1): a request
+  that cannot be decoded gets an `error` reply when a request id can be read from it (its body or
+  its Kafka key), else it is counted (`manifold_query_undecodable_total`), logged and skipped; its
+  offset is committed either way. As a second line of defence the loop itself catches any
+  exception raised while handling one message, replies `error` (or skips), commits and goes on;
+  only `stop` ends it.
 - Replies go only to the configured reply topic or topics under it (`protocol.decode_request`).
   If a reply topic under it does not exist, the error is sent to the configured reply topic.
 - Several workers (threads or processes) in the group `manifold.query` share the partitions of
@@ -55,6 +61,10 @@ LATENCY = Histogram(
     buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60),
 )
 DELIVERY_RETRIES = Counter("manifold_query_reply_retries_total", "Reply deliveries retried")
+UNDECODABLE = Counter("manifold_query_undecodable_total",
+                      "Requests skipped without a reply: nothing in them says who to answer")
+UNHANDLED = Counter("manifold_query_unhandled_total",
+                    "Messages whose handling raised inside the worker loop (answered error or skipped)")
 
 # Delivery failures that retrying the same topic cannot fix.
 _PERMANENT = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.TOPIC_AUTHORIZATION_FAILED,
@@ -63,9 +73,10 @@ _PERMANENT = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.TOPIC_AUTHORIZATION_F
 
 @dataclass(frozen=True)
 class Outcome:
-    """What to send for one request: the reply, where, and for the log line the tenant."""
+    """What to send for one request: the reply (None: nobody to answer, skip it), where, and for
+    the log line the tenant."""
 
-    reply: QueryReply
+    reply: QueryReply | None
     topic: str
     tenant: str
 
@@ -80,8 +91,27 @@ def handle(msg_value: bytes | None, headers: Any, key: bytes | None, *, settings
         return round((time.monotonic() - started) * 1000, 3)
 
     try:
+        return _handle(msg_value, headers, key, settings, verifier, answerer, ms)
+    except Exception as err:  # noqa: BLE001 - belt and braces: nothing a request holds may escape
+        log.exception("handling a request raised %s; replying error", type(err).__name__)
+        return fallback_outcome(key, allowed, err)
+
+
+def fallback_outcome(key: bytes | None, topic: str, err: BaseException) -> Outcome:
+    """The `error` reply (keyed by the Kafka key) for a message whose handling raised; no reply
+    (skip) when the message has no key to correlate it by."""
+    bad = protocol.BadRequest(f"request could not be handled ({type(err).__name__})")
+    return Outcome(protocol.bad_request_reply(bad, key) if key else None, topic, "-")
+
+
+def _handle(msg_value: bytes | None, headers: Any, key: bytes | None, settings: ManifoldSettings,
+            verifier: TokenVerifier, answerer: Answerer, ms: Any) -> Outcome:
+    allowed = settings.query.reply_topic
+    try:
         request, token = protocol.decode_request(msg_value, headers, allowed_reply_topic=allowed)
     except protocol.BadRequest as err:
+        if err.request_id is None and not key:
+            return Outcome(None, allowed, "-")  # nobody to tell: counted, logged and skipped
         return Outcome(protocol.bad_request_reply(err, key, elapsed_ms=ms()), err.reply_topic or allowed, "-")
     try:
         principal = verifier.verify(token)
@@ -141,17 +171,42 @@ class QueryWorker:
                 if msg.error() is not None:
                     log.warning("query consumer error: %s", msg.error())
                     continue
-                if not self.process(msg, stop):
-                    return  # stopping with an undelivered reply: leave the offset uncommitted
+                try:
+                    if not self.process(msg, stop):
+                        return  # stopping with an undelivered reply: leave the offset uncommitted
+                except Exception as err:  # noqa: BLE001 - one message must never stop the worker
+                    UNHANDLED.inc()
+                    log.exception("query worker: handling %s/%s/%s raised %s; answering error and going on",
+                                  msg.topic(), msg.partition(), msg.offset(), type(err).__name__)
+                    self._recover(msg, err, stop)
         finally:
             self.producer.flush(5)
             self.consumer.close()
 
+    def _recover(self, msg: Message, err: BaseException, stop: threading.Event) -> None:
+        """After `process` raised: reply `error` if the message can be correlated, then commit it.
+        Failures here are logged and swallowed (the message is then served again later)."""
+        try:
+            out = fallback_outcome(msg.key(), self.settings.query.reply_topic, err)
+            if out.reply is not None and not self._deliver(out, stop):
+                return
+            commit_sync(self.consumer, msg)
+        except Exception:  # noqa: BLE001 - the loop goes on; the offset stays uncommitted
+            log.exception("query worker: could not reply to or commit %s/%s/%s", msg.topic(), msg.partition(),
+                          msg.offset())
+
     def process(self, msg: Message, stop: threading.Event) -> bool:
-        """Serve one request; True once its reply is acknowledged and its offset committed."""
+        """Serve one request; True once its reply is acknowledged (or it was skipped as
+        unanswerable) and its offset committed."""
         started = time.monotonic()
         out = handle(msg.value(), msg.headers(), msg.key(), settings=self.settings, verifier=self.verifier,
                      answerer=self.answerer)
+        if out.reply is None:
+            UNDECODABLE.inc()
+            log.warning("query: skipped an undecodable request with no request id or key at %s/%s/%s",
+                        msg.topic(), msg.partition(), msg.offset())
+            commit_sync(self.consumer, msg)
+            return True
         if not self._deliver(out, stop):
             return False
         if not commit_sync(self.consumer, msg):
@@ -168,6 +223,7 @@ class QueryWorker:
     def _deliver(self, out: Outcome, stop: threading.Event) -> bool:
         """Produce the reply and wait for the acknowledgement, retrying until done or `stop`."""
         topic, reply = out.topic, out.reply
+        assert reply is not None
         delay = self.retry_initial_s
         while True:
             err = self._send_once(topic, reply.request_id.encode(), protocol.encode_reply(reply), stop)

@@ -149,7 +149,9 @@ REPLAY_HEADER = "x-manifold-replay-of"
 
 def redeliver(bus: Bus, dead_letters: Iterable[Any]) -> int:
     """Re-append each `DeadLetter`'s original message to its source topic (same key, so same
-    partition), tagged with where it came from; returns how many were re-appended."""
+    partition), tagged with where it came from; returns how many were re-appended. A letter
+    whose `replay_topic` is None (forged source) is never re-appended."""
+    dead_letters = [d for d in dead_letters if d.replay_topic is not None]
     records = [Record(d.source_topic, d.key, d.value,
                       [(REPLAY_HEADER, f"{d.source_topic}/{d.source_partition}/{d.source_offset}".encode())])
                for d in dead_letters]

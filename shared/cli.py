@@ -61,17 +61,32 @@ def _upstream_client(settings):  # type: ignore[no-untyped-def]
 
     from manifold.ingest.client import UpstreamClient
     from manifold.shared import topics
+    from manifold.shared.envelope_auth import signer_from_settings
     from manifold.shared.kafka import ensure_topics, producer_config
     from manifold.shared.stores.ledger import PostgresVersionLedger
     from manifold.shared.stores.postgres import PostgresStagingStore
 
+    signer = signer_from_settings(settings)  # NoProducerKey (a ValueError) before anything connects
     ensure_topics(settings.kafka.bootstrap_servers, topics.PIPELINE_TOPICS, topics.DEFAULT_PARTITIONS)
     return UpstreamClient(
         producer=Producer(producer_config(settings.kafka.bootstrap_servers, "manifold-ingest-cli")),
         ledger=PostgresVersionLedger(settings.postgres.ingest_conninfo()),
         staging=PostgresStagingStore.from_settings(settings),
         max_document_bytes=settings.ingest.max_document_bytes,
+        signer=signer,
     )
+
+
+def _no_producer_key(command: str, settings) -> bool:  # type: ignore[no-untyped-def]
+    """Print one line and return True when there is no producer key to sign events with."""
+    from manifold.shared.envelope_auth import NoProducerKey, signer_from_settings
+
+    try:
+        signer_from_settings(settings)
+    except NoProducerKey as err:
+        print(f"manifold {command}: {err}", file=sys.stderr)
+        return True
+    return False
 
 
 def _ingest(args: argparse.Namespace) -> int:
@@ -83,6 +98,8 @@ def _ingest(args: argparse.Namespace) -> int:
     from manifold.shared.config import ManifoldSettings
 
     settings = ManifoldSettings()
+    if _no_producer_key("ingest", settings):
+        return 2
     if settings.profile == "embedded":
         from manifold.shared import cli_embedded
 
@@ -103,6 +120,8 @@ def _delete(args: argparse.Namespace) -> int:
     from manifold.shared.config import ManifoldSettings
 
     settings = ManifoldSettings()
+    if _no_producer_key("delete", settings):
+        return 2
     if settings.profile == "embedded":
         from manifold.shared import cli_embedded
 
@@ -255,6 +274,21 @@ def _run_with_query(settings, ingest_roles: list[str], stop, *, threads: int) ->
 _ASK_EXIT = {"answered": 0, "partial": 0, "clarify": 0, "no_answer": 0, "refused": 2, "error": 1}
 
 
+MAX_PLAN_DEPTH = 32
+"""Deeper than any valid plan (steps -> step -> params -> value); refused before it is sent."""
+
+
+def _depth(value: object) -> int:
+    """Nesting depth of JSON-like data, without recursion."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        item, level = todo.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            todo.extend((v, level + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
 def _session_path(tenant: str, session: str):  # type: ignore[no-untyped-def]
     import os
     import re
@@ -283,14 +317,10 @@ def _ask(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from manifold.query.auth import TENANT_RE
     from manifold.query.client import QueryClient, QueryTimeout, mint_dev_token
     from manifold.shared.config import ManifoldSettings
     from manifold.shared.errors import Transient
 
-    if not TENANT_RE.match(args.tenant):
-        print(f"manifold ask: tenant {args.tenant!r} is not a slug", file=sys.stderr)
-        return 2
     plan = None
     if args.plan:
         try:
@@ -298,8 +328,14 @@ def _ask(args: argparse.Namespace) -> int:
         except (OSError, ValueError) as err:
             print(f"manifold ask: cannot read plan {args.plan}: {err}", file=sys.stderr)
             return 2
+        except RecursionError:
+            print(f"manifold ask: cannot read plan {args.plan}: JSON nested too deeply", file=sys.stderr)
+            return 2
         if not isinstance(plan, dict):
             print("manifold ask: a plan file holds one JSON object", file=sys.stderr)
+            return 2
+        if _depth(plan) > MAX_PLAN_DEPTH:
+            print(f"manifold ask: plan {args.plan} is nested deeper than {MAX_PLAN_DEPTH} levels", file=sys.stderr)
             return 2
     continuation = None
     session_file = None
@@ -412,7 +448,13 @@ def _quickstart(args: argparse.Namespace) -> int:
     from manifold.shared import cli_embedded
     from manifold.shared.config import ManifoldSettings
 
-    return cli_embedded.quickstart(args, ManifoldSettings(profile="embedded"))
+    settings = ManifoldSettings(profile="embedded")
+    if not settings.query.allow_dev_key:  # the quickstart is local by definition: opt in, and say so
+        settings = settings.model_copy(update={"query": settings.query.model_copy(update={"allow_dev_key": True})})
+    print("manifold quickstart: development keys enabled (query.allow_dev_key=true): events are signed and "
+          "continuations sealed with the built-in development keys. Local use only; to run `manifold ingest/ask "
+          "--profile embedded` by hand afterwards, export MANIFOLD_QUERY__ALLOW_DEV_KEY=true.", file=sys.stderr)
+    return cli_embedded.quickstart(args, settings)
 
 
 def _lifecycle_tenants(ports, tenant: str | None) -> list[str]:  # type: ignore[no-untyped-def]
@@ -437,7 +479,17 @@ def _status(args: argparse.Namespace) -> int:
         c = d["counts"]
         print(f"{d['tenant_id']:<20}{d['document_id'][:39]:<40}{d['active_version'] or '-'!s:>7}  {d['state']:<9}"
               f"{c['postgres']:>6}{c['elasticsearch']:>6}{c['neo4j']:>7}")
+    _print_in_flight(result.get("in_flight", []))
     return 0
+
+
+def _print_in_flight(rows: list) -> None:  # type: ignore[type-arg]
+    """Documents on their way through the pipeline, with the stage each has reached."""
+    if rows:
+        print(f"\nin flight: {len(rows)}")
+        print(f"{'tenant':<20}{'document':<40}{'version':>7}  {'stage':<14}since")
+    for f in rows:
+        print(f"{f['tenant_id']:<20}{f['document_id'][:39]:<40}{f['version']:>7}  {f['stage']:<14}{f['since']}")
 
 
 def _reconcile(args: argparse.Namespace) -> int:
@@ -452,7 +504,7 @@ def _reconcile(args: argparse.Namespace) -> int:
                                   grace_s=settings.ingest.gc_grace_s)
     out = report.to_json()
     if args.json:
-        print(json.dumps({k: out[k] for k in ("drift", "repaired", "stores", "failed")}, indent=2))
+        print(json.dumps({k: out[k] for k in ("drift", "repaired", "stores", "failed", "in_flight")}, indent=2))
     else:
         for store, body in out["stores"].items():
             print(f"{store:<14}" + "  ".join(f"{k} {n}" for k, n in body["drift"].items())
@@ -461,6 +513,7 @@ def _reconcile(args: argparse.Namespace) -> int:
             print(f"  {f.store} {f.kind}: {f.tenant_id} {f.document_id}@{f.version} {f.detail}".rstrip())
         for problem in report.failed:
             print(f"not repaired: {problem}", file=sys.stderr)
+        _print_in_flight(out["in_flight"])  # in flight is not drift: it does not change the exit code
     if report.failed:
         return 1
     return 0 if args.repair or not report.findings else 3
@@ -585,7 +638,9 @@ def build_parser() -> argparse.ArgumentParser:
         "ingest",
         help="publish files and folders as document versions (unchanged files publish nothing)",
         description="Walks PATHs, hashes each file, assigns a version when the content changed and "
-        "publishes it to manifold.documents. A document id is the path relative to the folder given.",
+        "publishes it to manifold.documents, signed with the producer key (MANIFOLD_INGEST__PRODUCER_ID/"
+        "PRODUCER_KEY). A document id is the path relative to the folder given. Symbolic links are never "
+        "followed: they are listed as rejected.",
     )
     ingest.add_argument("paths", nargs="+", metavar="PATH")
     ingest.add_argument("--tenant", required=True, help=tenant_help)
@@ -628,8 +683,8 @@ def build_parser() -> argparse.ArgumentParser:
     ask = sub.add_parser(
         "ask",
         help="ask the query workers a question (or send a plan) and print the reply",
-        description="Mints a token for --tenant from MANIFOLD_QUERY__TOKEN_KEY (the local development key by "
-        "default), sends the request on the query request topic and waits for the reply. A clarify reply "
+        description="Mints a token for --tenant with MANIFOLD_QUERY__TOKEN_SIGNING_KEY_FILE or "
+        "MANIFOLD_QUERY__TOKEN_KEY (the development key only with MANIFOLD_QUERY__ALLOW_DEV_KEY=true), sends the request on the query request topic and waits for the reply. A clarify reply "
         "with --session stores its continuation in ~/.cache/manifold/sessions/<tenant>/<session>.json; "
         "answer it with --session S --choice C. Exit 0 answered/partial/clarify/no_answer, 2 refused, "
         "1 error or timeout.",
@@ -711,6 +766,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not hasattr(args, "run"):
         parser.print_help()
         return 2
+    tenant = getattr(args, "tenant", None)
+    if tenant is not None:
+        from manifold.shared.events import is_tenant
+
+        if not is_tenant(tenant):  # one line and exit 2, before any settings, store or broker
+            print(f"manifold {args.command}: tenant {tenant!r} is not a tenant slug (1-63 of a-z, 0-9, '-', '_', "
+                  "starting with a letter or digit)", file=sys.stderr)
+            return 2
     if getattr(args, "profile", None):
         import os
 

@@ -8,6 +8,7 @@ never connects to anything. Secrets are `SecretStr` so they do not leak into log
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -89,6 +90,32 @@ class Neo4jSettings(_Section):
         return f"bolt://{self.host}:{self.bolt_port}"
 
 
+DEV_PRODUCER_ID = "dev"
+DEV_PRODUCER_KEY = "manifold-dev-only-producer-key-change-me-00"
+"""The local development upstream producer (any tenant; public: it is in the source). Accepted and
+used only when `query.allow_dev_key` is true (default false)."""
+
+_TENANT_OR_ANY = r"\*|[a-z0-9][a-z0-9_-]{0,62}"
+_PRODUCER_ID = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
+
+
+class ProducerKey(_Section):
+    """One upstream producer: the HMAC-SHA256 key it signs envelopes with and the tenants it may
+    publish for (`*`: any)."""
+
+    key: SecretStr
+    tenants: list[str] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _checked(self) -> ProducerKey:
+        if len(self.key.get_secret_value().encode()) < 32:
+            raise ValueError("a producer key must be at least 32 bytes")
+        bad = [t for t in self.tenants if not re.fullmatch(_TENANT_OR_ANY, t)]
+        if bad:
+            raise ValueError(f"producer tenants must be tenant slugs or '*': {bad}")
+        return self
+
+
 class IngestSettings(_Section):
     """Ingestion behaviour. Changing a chunking or embedding value changes the configuration
     fingerprint, so the new artifacts get new ids instead of mixing with the old ones."""
@@ -107,22 +134,50 @@ class IngestSettings(_Section):
     metrics_port: int = Field(9464, ge=0, le=65535, description="0 disables /metrics")
     gc_grace_s: float = Field(3600.0, ge=0, description="retired versions keep their artifacts this long")
     reconcile_interval_s: float = Field(300.0, gt=0, description="period of the `reconcile` worker role")
+    producers: dict[str, ProducerKey] = Field(
+        default_factory=dict,
+        description="upstream producers the first stage accepts: id -> {key, tenants} (README 'Producer keys')",
+    )
+    producer_id: str | None = Field(None, pattern=_PRODUCER_ID, description="the producer `manifold ingest` signs as")
+    producer_key: SecretStr | None = Field(None, description="its key (else taken from `producers[producer_id]`)")
+
+    @model_validator(mode="after")
+    def _producer_ids(self) -> IngestSettings:
+        bad = [p for p in self.producers if not re.fullmatch(_PRODUCER_ID, p)]
+        if bad:
+            raise ValueError(f"producer ids must match {_PRODUCER_ID}: {bad}")
+        return self
 
 
 DEV_TOKEN_KEY = "manifold-dev-only-signing-key-change-me-0000"
-"""The local development signing key. Workers refuse it unless `query.allow_dev_key` is true."""
+"""The local development signing key (public: it is in the source). Used only when
+`query.allow_dev_key` is true (default false)."""
 
 
 class QuerySettings(_Section):
     """Query workers: the request/reply protocol, tokens, budgets, caps and fusion weights."""
 
-    token_key: SecretStr = SecretStr(DEV_TOKEN_KEY)
-    """HMAC-SHA256 key that signs principal tokens (HS256 JWT). Set your own in production."""
-    allow_dev_key: bool = True
-    """Accept the built-in development key. Set false in production so a forgotten key fails fast."""
+    token_key: SecretStr | None = None
+    """HS256 secret (>= 32 bytes) shared by token issuers and query workers. Prefer a public key:
+    `token_public_key_file` or `token_jwks_file`, so query workers hold no signing secret."""
+    token_public_key_file: Path | None = None
+    """PEM public key tokens are verified with: Ed25519 (alg EdDSA) or RSA >= 2048 bits (RS256)."""
+    token_jwks_file: Path | None = None
+    """A local JWKS file (`{"keys": [...]}`) of Ed25519/RSA public keys, matched by `kid`."""
+    token_signing_key_file: Path | None = None
+    """PEM private key (Ed25519 or RSA) that `manifold ask` and other local issuers mint tokens
+    with. Never needed by query workers."""
+    continuation_key: SecretStr | None = None
+    """Secret (>= 32 bytes, shared by the query workers) that seals clarification continuations;
+    defaults to `token_key`. Required with public-key tokens."""
+    allow_dev_key: bool = False
+    """Accept the built-in development keys: the token key above and the upstream producer key
+    (`ingest.producers`). Local development, tests and the quickstart only; logged at start-up."""
     token_issuer: str = "manifold"
     token_audience: str = "manifold.query"
     token_ttl_s: int = Field(900, ge=10, le=86400)
+    token_max_lifetime_s: int = Field(86400, ge=60, le=30 * 86400)
+    """Longest token the verifier accepts: `exp` minus `iat`/`nbf`, and how far ahead `exp` may be."""
     clock_skew_s: int = Field(30, ge=0, le=300)
     request_topic: str = "manifold.query.requests"
     reply_topic: str = "manifold.query.replies"

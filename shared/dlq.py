@@ -4,6 +4,12 @@ Guarantees: a `DeadLetter` holds the original message bytes, key, topic, partiti
 the stage, the error kind and text, and the number of attempts; `dlq_tools` reads it back with
 `DeadLetter.model_validate_json`. Error context is mirrored in Kafka headers (`x-manifold-*`)
 so operators can filter without decoding the body.
+
+`replay_topic` is where a dead letter may be replayed: its `source_topic` only when that is the
+source topic of its `stage` (`topics.STAGE_SOURCES`), else None. A forged record naming the reply
+topic, `manifold.publish` for a parse failure, or any other topic is therefore never replayed
+(issue 13, finding 5): the `dlq` tools treat it as not a dead letter, and both replay paths
+(`dlq_tools.bus.replay`, `shared.bus.redeliver`) check it again.
 """
 
 from __future__ import annotations
@@ -15,7 +21,9 @@ from typing import Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
-ErrorKind = Literal["bad_input", "exhausted", "poison"]
+from manifold.shared import topics
+
+ErrorKind = Literal["bad_input", "exhausted", "poison", "unauthorized"]
 
 
 class DeadLetter(BaseModel):
@@ -47,6 +55,20 @@ class DeadLetter(BaseModel):
             except (binascii.Error, ValueError) as err:
                 raise ValueError(f"not valid base64: {err}") from None
         return value
+
+    @property
+    def replay_topic(self) -> str | None:
+        """`source_topic` if it is the source topic of `stage`, else None (never replay it)."""
+        return self.source_topic if topics.STAGE_SOURCES.get(self.stage) == self.source_topic else None
+
+    def replay_problem(self) -> str | None:
+        """Why this letter must not be replayed (a forged or unknown source), or None."""
+        if self.replay_topic is not None:
+            return None
+        expected = topics.STAGE_SOURCES.get(self.stage)
+        if expected is None:
+            return f"stage {self.stage!r} is not a pipeline stage"
+        return f"source_topic {self.source_topic!r} is not the {self.stage} stage's source ({expected!r})"
 
     @property
     def value(self) -> bytes:

@@ -16,7 +16,10 @@ class ManifoldError(Exception):
 
 
 class BadInput(ManifoldError):
-    """The input cannot be processed as it is; send it to the DLQ with this reason."""
+    """The input cannot be processed as it is; send it to the DLQ with this reason, under the
+    DLQ error kind `error_kind` (`unauthorized` for `envelope_auth.Unauthorized`)."""
+
+    error_kind = "bad_input"
 
 
 class BadEvent(BadInput):

@@ -36,7 +36,14 @@ MAX_EVENT_BYTES = 512 * 1024  # a serialized envelope; larger content must use a
 MAX_METADATA_ITEMS = 64
 
 TENANT_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
+"""For pydantic (Rust regex: `$` is the end of the text). With Python's `re`, use `fullmatch`:
+`re.match` with `$` also accepts a trailing newline."""
 _DOC_ID_FORBIDDEN = re.compile(r"[\x00-\x1f\x7f]")
+
+def is_tenant(value: object) -> bool:
+    """True for a tenant slug (`fullmatch`: no trailing newline, nothing after it)."""
+    return isinstance(value, str) and re.fullmatch(TENANT_PATTERN, value) is not None
+
 
 TenantId = Annotated[str, Field(pattern=TENANT_PATTERN, description="lower-case tenant slug")]
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
@@ -70,6 +77,10 @@ class _Envelope(BaseModel):
     document_id: str
     version: int = Field(ge=1)
     occurred_at: AwareDatetime = Field(default_factory=lambda: datetime.now(UTC))
+    producer: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+    """The upstream producer that signed this envelope (`shared.envelope_auth`)."""
+    signature: str | None = Field(None, max_length=128)
+    """`hmac-sha256:<hex>` over the envelope's signed fields (`shared.envelope_auth`)."""
 
     _doc_id = field_validator("document_id")(_check_document_id)
 

@@ -13,6 +13,11 @@ DLQ = "manifold.dlq"
 # (compacted, 1 partition) by the `dlq` tool only, so deliberately not in PIPELINE_TOPICS.
 DLQ_ACTIONS = "manifold.dlq.actions"
 
+STAGE_SOURCES = {"parse": DOCUMENTS, "chunk": STAGE_PARSED, "embed": STAGE_CHUNKED, "extract": STAGE_EMBEDDED,
+                 "load": STAGE_EXTRACTED, "publish": PUBLISH}
+"""Each stage's source topic: the only topic a dead letter of that stage names, and so the only
+topic the `dlq` tools (and the embedded profile's redelivery) replay it to."""
+
 PIPELINE_TOPICS = (DOCUMENTS, STAGE_PARSED, STAGE_CHUNKED, STAGE_EMBEDDED, STAGE_EXTRACTED, PUBLISH, DLQ)
 DEFAULT_PARTITIONS = 6
 

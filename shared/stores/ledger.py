@@ -4,11 +4,53 @@ Guarantees: reservations of one (tenant, document) are serialised by a transacti
 and the row lock, so concurrent publishers never hand out the same version twice; the tenant is set per
 transaction and the table (`manifold.upstream_versions`, migration 2 in `pg_schema`) is under
 row-level security like every tenant table. Connect as `manifold_ingest`.
+
+`in_flight` (read only) lists the versions the ledger handed out that the publisher has not seen
+yet (no manifest row for that version or a newer one), each with the furthest pipeline stage whose
+payload is staged: what `manifold status` and `reconcile` show for documents in flight, e.g.
+after a worker was killed mid-pipeline.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
+
 from manifold.shared.stores.postgres import TenantConnections
+
+STAGE_ORDER = ("parsed", "chunked", "embedded", "extracted")
+"""Stage payloads in pipeline order (`ingest.notices.Stage`)."""
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """A version on its way through the pipeline. `stage`: `unconfirmed` (reserved, its event not
+    acknowledged), `queued` (on `manifold.documents`, not parsed yet), `delete queued`, or the
+    last stage whose output is staged (`parsed` ... `extracted`: waiting for the next stage)."""
+
+    tenant_id: str
+    document_id: str
+    version: int
+    stage: str
+    since: datetime
+
+    def to_json(self) -> dict[str, object]:
+        return {"tenant_id": self.tenant_id, "document_id": self.document_id, "version": self.version,
+                "stage": self.stage, "since": self.since.isoformat()}
+
+
+_IN_FLIGHT_SQL = """
+SELECT u.document_id, u.version, u.deleted, u.confirmed, u.updated_at,
+       (SELECT array_agg(DISTINCT p.stage) FROM manifold.stage_payloads p
+         WHERE p.tenant_id = u.tenant_id
+           AND starts_with(p.key, u.tenant_id || '/' || u.version || '/')
+           AND right(p.key, length(u.document_id) + 1) = '/' || u.document_id) AS stages
+  FROM manifold.upstream_versions u
+ WHERE u.tenant_id = %s
+   AND NOT EXISTS (SELECT 1 FROM manifold.version_manifest m
+                    WHERE m.tenant_id = u.tenant_id AND m.document_id = u.document_id AND m.version >= u.version)
+ ORDER BY u.document_id
+"""
 
 
 class PostgresVersionLedger:
@@ -44,6 +86,18 @@ class PostgresVersionLedger:
                 (content_sha256, deleting, tenant_id, document_id),
             )
             return int(version) + 1
+
+    def in_flight(self, tenant_id: str) -> list[InFlight]:
+        """Versions of `tenant_id` handed out but not yet seen by the publisher (read only)."""
+        with self._db.transaction(tenant_id) as conn:
+            rows = conn.execute(_IN_FLIGHT_SQL, (tenant_id,)).fetchall()
+        out = []
+        for document_id, version, deleted, confirmed, since, stages in rows:
+            done = [s for s in STAGE_ORDER if s in (stages or ())]
+            stage = ("unconfirmed" if not confirmed else "delete queued" if deleted
+                     else done[-1] if done else "queued")
+            out.append(InFlight(tenant_id, document_id, int(version), stage, since))
+        return out
 
     def confirm(self, tenant_id: str, document_id: str, version: int) -> None:
         with self._db.transaction(tenant_id) as conn:

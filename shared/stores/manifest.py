@@ -214,7 +214,7 @@ def graph_label(entity_type: str) -> str:
     Only ASCII letters survive; anything else is `BadInput` (labels cannot be parameterised in
     every Cypher clause, so they are validated, never passed through)."""
     parts = entity_type.split("_")
-    if not entity_type or len(entity_type) > 64 or not all(_LABEL_PART.match(p) for p in parts):
+    if not entity_type or len(entity_type) > 64 or not all(_LABEL_PART.fullmatch(p) for p in parts):
         raise BadInput(f"entity type {entity_type!r} is not a valid graph label (letters and '_' only)")
     label = "".join(p[:1].upper() + p[1:] for p in parts)
     if label in RESERVED_LABELS:
@@ -223,13 +223,13 @@ def graph_label(entity_type: str) -> str:
 
 
 def check_relation_type(rel_type: str) -> str:
-    if not _REL_TYPE.match(rel_type) or rel_type in RESERVED_REL_TYPES:
+    if not _REL_TYPE.fullmatch(rel_type) or rel_type in RESERVED_REL_TYPES:
         raise BadInput(f"relation type {rel_type!r} is not an allowed relationship type (UPPER_SNAKE)")
     return rel_type
 
 
 def check_tenant(tenant_id: str) -> str:
-    if not isinstance(tenant_id, str) or not _TENANT.match(tenant_id):
+    if not isinstance(tenant_id, str) or not _TENANT.fullmatch(tenant_id):
         raise BadInput(f"invalid tenant id {tenant_id!r}")
     return tenant_id
 

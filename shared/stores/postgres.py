@@ -366,7 +366,7 @@ class PostgresStagingStore:
         return digest
 
     def get_blob(self, tenant_id: str, sha256: str) -> bytes:
-        if not _SHA256.match(sha256):
+        if not _SHA256.fullmatch(sha256):
             raise BadInput(f"not a sha256: {sha256!r}")
         with self._db.transaction(tenant_id) as conn:
             row = conn.execute(

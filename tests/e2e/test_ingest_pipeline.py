@@ -15,6 +15,7 @@ import psycopg
 import pytest
 from confluent_kafka import Producer
 from pipeline_support import (
+    SCOPED_PRODUCER,
     dead_letters,
     load_notices,
     migrate,
@@ -221,3 +222,48 @@ def test_hostile_text_is_stored_verbatim_and_harms_nothing(stack: dict, corpus: 
     assert still_there > len(texts)  # the other documents' chunks are untouched
     assert neo4j_driver.execute_query("MATCH (n:Entity {tenant_id: $t}) RETURN count(n) AS n",
                                       t=tenant).records[0]["n"] > 0
+
+
+def test_unsigned_missigned_and_out_of_scope_events_are_unauthorized(stack: dict, kafka_bootstrap: str,
+                                                                     tmp_path: Path, capsys) -> None:
+    """Issue 13, findings 7 and 2, over the real Kafka and workers: events that are unsigned,
+    signed with the wrong key, or signed by a producer not allowed the tenant are dead-lettered as
+    `unauthorized` and load nothing; `manifold ingest` signs (its document loads) and refuses a
+    symbolic link to a host file with the reason."""
+    from manifold.shared.cli import main
+    from manifold.shared.config import DEV_PRODUCER_ID
+    from manifold.shared.envelope_auth import sign
+    from manifold.shared.events import upserted
+
+    tenant = f"e2e-auth-{uuid.uuid4().hex[:8]}"
+    producer = Producer(producer_config(kafka_bootstrap, "e2e-unauthorized"))
+    cases = {
+        "unsigned.txt": upserted(tenant, "unsigned.txt", 1, b"no signature", "text/plain"),
+        "missigned.txt": sign(upserted(tenant, "missigned.txt", 1, b"wrong key", "text/plain"), DEV_PRODUCER_ID,
+                              "not-the-development-key-0123456789abcdef"),
+        "out-of-scope.txt": sign(upserted(tenant, "out-of-scope.txt", 1, b"other tenant", "text/plain"),
+                                 *SCOPED_PRODUCER),
+    }
+    for event in cases.values():
+        producer.produce(topics.DOCUMENTS, key=event.key, value=event.model_dump_json().encode())
+    assert producer.flush(30) == 0
+    folder = tmp_path / "upload"
+    folder.mkdir()
+    (folder / "signed.txt").write_text("A note published by `manifold ingest`, signed.")
+    (folder / "hostname.txt").symlink_to("/etc/hostname")
+    code = main(["ingest", "--tenant", tenant, "--quiet", str(folder)])
+    out, err = capsys.readouterr()
+    assert code == 1 and "published 1" in out and "rejected 1" in out
+    assert "hostname.txt: symbolic link (to /etc/hostname)" in err
+
+    def settled() -> bool:
+        return {d.document_id for d in dead_letters(kafka_bootstrap, tenant)} >= set(cases) and \
+            "signed.txt" in {n.doc.document_id for n in _notices(kafka_bootstrap, tenant)}
+
+    _wait("unauthorized events dead-lettered and the signed one loaded", settled, stack)
+    letters = {d.document_id: d for d in dead_letters(kafka_bootstrap, tenant)}
+    assert {d: letters[d].error_kind for d in cases} == dict.fromkeys(cases, "unauthorized")
+    assert "unsigned" in letters["unsigned.txt"].error
+    assert "bad signature" in letters["missigned.txt"].error
+    assert "may not publish for tenant" in letters["out-of-scope.txt"].error
+    assert {n.doc.document_id for n in _notices(kafka_bootstrap, tenant)} == {"signed.txt"}

@@ -62,6 +62,7 @@ def test_the_token_decides_the_tenant(query_settings: ManifoldSettings, world) -
 
 def test_manifold_ask_json_prints_the_reply_envelope(query_settings: ManifoldSettings, world) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MANIFOLD_QUERY__")}
+    env["MANIFOLD_QUERY__ALLOW_DEV_KEY"] = "true"  # the test configuration's explicit opt-in (tests/conftest.py)
     env["MANIFOLD_QUERY__REQUEST_TOPIC"] = query_settings.query.request_topic
     env["MANIFOLD_QUERY__REPLY_TOPIC"] = query_settings.query.reply_topic
     cli = os.path.join(os.path.dirname(sys.executable), "manifold")

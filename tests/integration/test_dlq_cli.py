@@ -28,9 +28,14 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 
 @pytest.fixture
-def dlq(kafka_bootstrap: str, unique: Callable[[str], str], capsys: pytest.CaptureFixture[str]) -> dict:
-    """Three dead letters for a fresh tenant whose source is a fresh, empty topic."""
+def dlq(kafka_bootstrap: str, unique: Callable[[str], str], capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> dict:
+    """Three dead letters for a fresh tenant whose source is a fresh, empty topic. So that no
+    pipeline worker reacts to the replays, the throwaway topic stands in for the source topic of
+    the three stages (`topics.STAGE_SOURCES`, the only topics a replay may write to)."""
     tenant, source = unique("dlqt"), unique("test.dlq-source")
+    for stage in ("parse", "embed", "load"):
+        monkeypatch.setitem(topics.STAGE_SOURCES, stage, source)
     ensure_topics(kafka_bootstrap, [topics.DLQ], topics.DEFAULT_PARTITIONS)
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
     for future in admin.create_topics([NewTopic(source, num_partitions=2, replication_factor=1)]).values():
@@ -150,3 +155,39 @@ def test_purge_hides_and_blocks_replay(dlq: dict, capsys: pytest.CaptureFixture[
     assert run(capsys, "purge", dlq["ids"]["a.txt"], dlq["ids"]["b.txt"], "--yes")[0] == 0
     assert listed(capsys, t) == {} and run(capsys, "purge", "--tenant", t, "--yes")[0] == 1
     assert run(capsys, "purge", "0:999999999", "--yes")[0] == 1
+
+
+def test_forged_and_garbage_records_never_stop_the_tools(dlq: dict, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 13, findings 1 and 5, on the real broker: garbage bytes, deeply nested JSON, a
+    DeadLetter whose original is nested past the recursion limit, and forged DeadLetters naming
+    the reply topic or another stage's input. `list`, `show` and `stats` answer; `replay --all`
+    replays nothing of the forged ones and writes nothing to the reply topic."""
+    tenant, bootstrap = dlq["tenant"], dlq["bootstrap"]
+    good = dlq["letters"]["a.txt"]
+    deep = b"[" * 50_000 + b"]" * 50_000
+    forged_reply = good.model_copy(update={"source_topic": "manifold.query.replies", "document_id": "forged-1"})
+    forged_publish = good.model_copy(update={"source_topic": topics.PUBLISH, "document_id": "forged-2"})
+    nested_original = good.model_copy(update={"value_b64": b64(b"[" * 990 + b"]" * 990), "document_id": "deep.json"})
+    producer = Producer(producer_config(bootstrap, "test-dlq-garbage"))
+    key = f"{tenant}/garbage".encode()
+    values = [b"\xff\xfe\x00garbage", deep, b'{"stage": ' + b"9" * 5000 + b"}", b"",
+              forged_reply.model_dump_json().encode(), forged_publish.model_dump_json().encode(),
+              nested_original.model_dump_json().encode()]
+    for value in values:
+        producer.produce(topics.DLQ, key=key, value=value)
+    assert producer.flush(30) == 0
+    replies_before = len(read_topic(bootstrap, "manifold.query.replies"))
+    code, out, _ = run(capsys, "list", "--json")
+    rows = json.loads(out)
+    assert code == 0
+    problems = [r for r in rows if not r["valid"]]
+    assert sum("forged" in r["error"] for r in problems) >= 2
+    deep_id = next(r["id"] for r in rows if r["document_id"] == "deep.json")
+    assert run(capsys, "show", deep_id)[0] == 0
+    for row in problems[-6:]:
+        assert run(capsys, "show", row["id"])[0] == 0
+    assert run(capsys, "stats")[0] == 0
+    for row in problems[-6:]:
+        code, _, err = run(capsys, "replay", row["id"], "--yes")
+        assert code == 1 and "nothing to replay" in err
+    assert len(read_topic(bootstrap, "manifold.query.replies")) == replies_before

@@ -17,7 +17,7 @@ import pytest
 from confluent_kafka import Producer
 
 from manifold.query import protocol
-from manifold.query.auth import mint_token
+from manifold.query.auth import mint_token, signing_key
 from manifold.query.client import QueryClient, mint_dev_token
 from manifold.query.types import Principal, QueryReply, QueryRequest, Trace
 from manifold.query.worker import serve
@@ -115,7 +115,8 @@ def test_forged_and_expired_tokens_are_refused(qsettings: ManifoldSettings) -> N
     answerer = EchoAnswerer()
     forged = mint_token("attacker-key-0123456789abcdef0123456789", tenant_id="acme", subject="mallory",
                         issuer=q.token_issuer, audience=q.token_audience, ttl_s=300)
-    expired = mint_token(q.token_key.get_secret_value(), tenant_id="acme", subject="cli", issuer=q.token_issuer,
+    algorithm, key = signing_key(qsettings)
+    expired = mint_token(key, tenant_id="acme", subject="cli", issuer=q.token_issuer, algorithm=algorithm,
                          audience=q.token_audience, ttl_s=60, now=1_700_000_000)
     with running(qsettings, answerer, group=f"g-{uuid.uuid4().hex[:8]}"):
         with QueryClient(qsettings, token=forged) as client:
@@ -147,6 +148,18 @@ def _wait_reply(client: QueryClient, request_id: str, seconds: float = 30.0) -> 
         if reply.request_id == request_id:
             return reply
     raise AssertionError(f"no reply to {request_id}")
+
+
+def _wait_replies(client: QueryClient, request_ids: set[str], seconds: float = 60.0) -> dict[str, QueryReply]:
+    give_up, got = time.monotonic() + seconds, {}
+    while time.monotonic() < give_up and set(got) != request_ids:
+        msg = client._consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            reply = protocol.decode_reply(msg.value())
+            if reply.request_id in request_ids:
+                got[reply.request_id] = reply
+    assert set(got) == request_ids, f"no reply to {sorted(request_ids - set(got))}"
+    return got
 
 
 def test_tenant_in_body_and_foreign_reply_topic_are_rejected(qsettings: ManifoldSettings) -> None:
@@ -246,3 +259,29 @@ def test_cli_ask_with_a_clarify_turn(qsettings: ManifoldSettings, monkeypatch, t
     assert second["status"] == "answered" and second["answer"] == "total for beta? -> ent_b2"
     assert not stored.exists()
     assert main(["ask", "--tenant", "acme", "--session", "s1", "--choice", "x"]) == 2  # nothing pending
+
+
+def test_poison_requests_never_stop_the_worker(qsettings: ManifoldSettings) -> None:
+    """Issue 13, finding 1, over the real Kafka: ~10 KB of nested arrays (a RecursionError in
+    the decoder before the fix), without a token, produced three times; plus non-UTF-8 bytes and
+    a body nobody can be told about. Each answerable one gets an `error` reply, and afterwards a
+    normal question is answered by the same worker (the same `serve()` call, still running)."""
+    depth = 5_000
+    poison = (b'{"request_id": "poison-%d", "reply_topic": "' + qsettings.query.reply_topic.encode()
+              + b'", "plan": ' + b"[" * depth + b"]" * depth + b"}")
+    answerer = EchoAnswerer()
+    producer = Producer(producer_config(qsettings.kafka.bootstrap_servers, "test-poison"))
+    with running(qsettings, answerer, group=f"g-{uuid.uuid4().hex[:8]}"), _client(qsettings) as client:
+        for i in range(3):
+            send_sync(producer, qsettings.query.request_topic, f"poison-{i}".encode(), poison % i)
+        send_sync(producer, qsettings.query.request_topic, b"not-utf8", b'{"request_id": "x", "q": "\xff\xfe"}')
+        send_sync(producer, qsettings.query.request_topic, None, b"[" * depth)  # no key, no id: skipped
+        got = _wait_replies(client, {"poison-0", "poison-1", "poison-2", "x"})  # any order: several partitions
+        replies, garbled = [got[f"poison-{i}"] for i in range(3)], got["x"]
+        normal = client.ask("still there?", deadline_ms=30_000)
+    for reply in replies:
+        assert reply.status == "error" and "nested too deeply" in (reply.error or "")
+        assert not reply.answer and not reply.evidence
+    assert garbled.status == "error"
+    assert normal.status == "answered" and normal.answer == "acme|still there?"
+    assert [rid for rid, _ in answerer.calls] == [normal.request_id]

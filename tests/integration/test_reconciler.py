@@ -119,3 +119,38 @@ def test_repair_without_a_staged_payload_is_reported(ports, tenant, es_client) -
     # leave no deliberate drift behind on the shared stack
     delete(DocumentDeleted(tenant_id=tenant, document_id="contract-7", version=2), ports)
     assert reconcile(ports, [tenant], inflight_s=0).to_json()["drift"] == ZERO
+
+
+def test_status_and_reconcile_show_documents_in_flight(ports, tenant, settings, capsys) -> None:
+    """Issue 13, finding 5: after a worker dies mid-pipeline, the versions the ledger handed out
+    but the publisher never saw are listed with the furthest stage whose output is staged."""
+    from manifold.ingest import lifecycle
+    from manifold.shared.stores.ledger import PostgresVersionLedger
+
+    ledger = PostgresVersionLedger(settings.postgres.ingest_conninfo())
+    ports.ledger = ledger
+    _ingest(ports, tenant, "done.txt", 1)  # published: in the manifest, not in flight
+    ledger.confirm(tenant, "done.txt", ledger.reserve(tenant, "done.txt", "a" * 64))
+    assert ledger.reserve(tenant, "done.txt", "a" * 64) is None
+    for doc, sha in (("queued.txt", "b" * 64), ("half/way.txt", "c" * 64)):
+        ledger.confirm(tenant, doc, ledger.reserve(tenant, doc, sha))
+    ledger.reserve(tenant, "unacked.txt", "d" * 64)  # the publish client died before the ack
+    key = payload_key(tenant, "half/way.txt", 1, "fp")
+    for stage in ("parsed", "chunked"):  # the chunk worker finished, the embed worker was killed
+        ports.staging.put_payload(tenant, key, stage, b"{}")  # type: ignore[union-attr]
+    ports.staging.put_payload(tenant, payload_key(tenant, "way.txt", 1, "fp"), "extracted", b"{}")  # type: ignore[union-attr]
+    with psycopg.connect(settings.postgres.conninfo()) as conn:  # done.txt@2 is in flight too: queued
+        conn.execute("UPDATE manifold.upstream_versions SET version = 2 WHERE tenant_id = %s "
+                     "AND document_id = 'done.txt'", (tenant,))
+    expected = {("done.txt", 2, "queued"), ("half/way.txt", 1, "chunked"), ("queued.txt", 1, "queued"),
+                ("unacked.txt", 1, "unconfirmed")}
+    status = lifecycle.status(ports, [tenant])
+    assert {(f["document_id"], f["version"], f["stage"]) for f in status["in_flight"]} == expected
+    report = reconcile(ports, [tenant], inflight_s=0)
+    assert {(f.document_id, f.version, f.stage) for f in report.in_flight} == expected
+    assert main(["status", "--tenant", tenant]) == 0
+    out = capsys.readouterr().out
+    assert "in flight: 4" in out and "half/way.txt" in out and "chunked" in out
+    main(["reconcile", "--tenant", tenant, "--json"])
+    body = json.loads(capsys.readouterr().out)
+    assert {(f["document_id"], f["stage"]) for f in body["in_flight"]} >= {("half/way.txt", "chunked")}

@@ -32,15 +32,15 @@ def test_partition_is_a_stable_hash_of_the_key() -> None:
         __import__("hashlib").sha256(b"acme/doc-1").digest()[:4], "big") % 6
 
 
-def _spec(step, source: str = "in") -> StageSpec:
-    return StageSpec(name="demo", source=source, decode=json.loads, step=step,
+def _spec(step, source: str = "in", name: str = "demo") -> StageSpec:
+    return StageSpec(name=name, source=source, decode=json.loads, step=step,
                      route=lambda out: Output("out", b"acme/doc-1", json.dumps(out).encode()))
 
 
-def _runner(bus: InMemoryBus, step, attempts: int = 2) -> StageRunner:
-    consumer = BusConsumer(bus, "manifold.demo")
-    consumer.subscribe(["in"])
-    return StageRunner(_spec(step), consumer, BusProducer(bus), RetryPolicy(attempts, 0.001, 0.002))
+def _runner(bus: InMemoryBus, step, attempts: int = 2, source: str = "in", name: str = "demo") -> StageRunner:
+    consumer = BusConsumer(bus, f"manifold.{name}")
+    consumer.subscribe([source])
+    return StageRunner(_spec(step, source, name), consumer, BusProducer(bus), RetryPolicy(attempts, 0.001, 0.002))
 
 
 def _drain(runner: StageRunner) -> int:
@@ -124,7 +124,8 @@ def test_bad_input_is_dead_lettered_at_once() -> None:
 
 def test_a_dead_letter_is_redelivered_to_its_source_and_handled() -> None:
     bus = InMemoryBus()
-    bus.append([Record("in", b"acme/doc-1", b'{"n": 7}')])
+    source = topics.STAGE_PARSED  # a real stage's source: redelivery goes only there
+    bus.append([Record(source, b"acme/doc-1", b'{"n": 7}')])
     broken = {"on": True}
 
     def step(item):
@@ -132,14 +133,15 @@ def test_a_dead_letter_is_redelivered_to_its_source_and_handled() -> None:
             raise Transient("down")
         return {"seen": item["n"]}
 
-    _drain(_runner(bus, step))
+    _drain(_runner(bus, step, source=source, name="chunk"))
     letters = [DeadLetter.model_validate_json(m.value()) for m in read_all(bus, topics.DLQ)]
     broken["on"] = False
     assert redeliver(bus, letters) == 1
-    assert _drain(_runner(bus, step)) == 1
+    assert _drain(_runner(bus, step, source=source, name="chunk")) == 1
     assert [json.loads(m.value()) for m in read_all(bus, "out")] == [{"seen": 7}]
-    replayed = read_all(bus, "in")[-1]
-    assert dict(replayed.headers())["x-manifold-replay-of"] == b"in/%d/0" % partition_for(b"acme/doc-1", 4)
+    replayed = read_all(bus, source)[-1]
+    assert dict(replayed.headers())["x-manifold-replay-of"] == b"%s/%d/0" % (source.encode(),
+                                                                              partition_for(b"acme/doc-1", 4))
 
 
 def test_seek_replays_a_group_from_an_offset() -> None:

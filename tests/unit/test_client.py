@@ -123,3 +123,57 @@ def test_oversized_document_is_refused() -> None:
     client = UpstreamClient(FakeProducer(), FakeLedger(), FakeStaging(), max_document_bytes=10)
     with pytest.raises(ValueError, match="exceeds"):
         client.publish_bytes("acme", "a.txt", b"x" * 11, "text/plain")
+
+
+# -- issue 13, findings 2, 5 and 7 ----------------------------------------------------------------
+def test_symbolic_links_are_never_followed(tmp_path: Path) -> None:
+    """A link to a host file, a link to a file inside the folder and a linked folder: all
+    rejected with the reason, none read; a link given directly is rejected too."""
+    import os
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("host secret")
+    root = tmp_path / "docs"
+    (root / "sub").mkdir(parents=True)
+    (root / "real.txt").write_text("real")
+    os.symlink("/etc/hostname", root / "hostname.txt")
+    os.symlink(root / "real.txt", root / "sub" / "inner-link.txt")
+    os.symlink(outside, root / "linked-dir")
+    client = _client()
+    report = client.publish_paths("acme", [root])
+    assert report.published == [("real.txt", 1)]
+    rejected = {Path(p).relative_to(root).as_posix(): reason for p, reason in report.rejected}
+    assert set(rejected) == {"hostname.txt", "sub/inner-link.txt", "linked-dir"}
+    assert all("symbolic link" in r and "not followed" in r for r in rejected.values())
+    assert "/etc/hostname" in rejected["hostname.txt"]
+    sent = [e.document_id for _, _, e in client.producer.sent]
+    assert sent == ["real.txt"]
+    direct = client.publish_paths("acme", [root / "hostname.txt"])
+    assert direct.published == [] and "symbolic link" in direct.rejected[0][1]
+
+
+def test_a_version_is_reserved_only_for_a_valid_event() -> None:
+    """Issue 13 #5: a bad tenant, document id or media type leaves no reservation behind."""
+    client = _client()
+    for tenant, doc, media in (("Bad Tenant", "a.txt", "text/plain"), ("acme", "a\x00b", "text/plain"),
+                               ("acme", "a.txt", "not a media type"), ("ta\n", "a.txt", "text/plain")):
+        with pytest.raises(ValueError, match="invalid document event"):
+            client.publish_bytes(tenant, doc, b"hello", media)
+    with pytest.raises(ValueError, match="invalid delete event"):
+        client.delete("acme", "x" * 600)
+    assert client.ledger.rows == {} and client.producer.sent == []
+
+
+def test_events_are_signed_by_the_configured_producer() -> None:
+    from manifold.shared.envelope_auth import ProducerGrant, ProducerRegistry, Signer
+
+    key = "producer-key-0123456789abcdef0123456789"
+    client = UpstreamClient(FakeProducer(), FakeLedger(), FakeStaging(), max_document_bytes=10_000_000,
+                            signer=Signer("crm", key))
+    client.publish_bytes("acme", "a.txt", b"hello", "text/plain")
+    client.delete("acme", "a.txt")
+    registry = ProducerRegistry({"crm": ProducerGrant(key, frozenset({"acme"}))})
+    for _, _, event in client.producer.sent:
+        assert event.producer == "crm" and event.signature.startswith("hmac-sha256:")
+        assert registry.verify(event) is event

@@ -27,6 +27,7 @@ from manifold.dlq_tools.records import (
     select,
     stats,
 )
+from manifold.shared import topics
 from manifold.shared.dlq import DeadLetter, b64
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
@@ -35,7 +36,7 @@ NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 def letter(tenant: str = "acme", stage: str = "parse", kind: str = "bad_input", age: timedelta = timedelta(hours=1),
            doc: str = "a.txt", value: bytes = b'{"x": 1}', key: bytes | None = b"acme/a.txt") -> DeadLetter:
     return DeadLetter(stage=stage, error_kind=kind, error="boom\nTraceback...", attempts=1,  # type: ignore[arg-type]
-                      source_topic="manifold.documents", source_partition=2, source_offset=7,
+                      source_topic=topics.STAGE_SOURCES[stage], source_partition=2, source_offset=7,
                       key_b64=b64(key), value_b64=b64(value) or "", tenant_id=tenant, document_id=doc, version=1,
                       failed_at=NOW - age)
 
@@ -209,9 +210,8 @@ class FakeProducer:
 def test_replay_sends_original_bytes_and_records_only_acknowledged_ones() -> None:
     good = entry(0, letter(value=b'{"orig": true}', key=b"acme/a.txt"))
     keyless = entry(1, letter(value=b"\x00raw", key=None))
-    bad_dl = letter().model_copy(update={"source_topic": "gone"})
-    bad = entry(2, bad_dl)
-    producer = FakeProducer(reject=frozenset({"gone"}))
+    bad = entry(2, letter(stage="embed"))
+    producer = FakeProducer(reject=frozenset({"manifold.stage.chunked"}))
     log = bus.ActionLog(producer, "actions")  # type: ignore[arg-type]
     sent: list[int] = []
     report = bus.replay([good, keyless, bad], producer, log,  # type: ignore[arg-type]
@@ -222,6 +222,28 @@ def test_replay_sends_original_bytes_and_records_only_acknowledged_ones() -> Non
                              ("manifold.documents", None, b"\x00raw", [(bus.REPLAY_HEADER, b"0:1")])]
     recorded = [(k, DlqAction.model_validate_json(v).dlq_id) for t, k, v, _ in producer.sent if t == "actions"]
     assert recorded == [(b"0:0", "0:0"), (b"0:1", "0:1")]
+
+
+@pytest.mark.parametrize("target", ["manifold.query.replies", "manifold.dlq", "manifold.stage.parsed", "x"])
+def test_a_forged_source_topic_is_not_a_dead_letter_and_is_never_replayed(target: str) -> None:
+    """Issue 13, finding 5: a DLQ record naming the reply topic (or any topic but its stage's
+    source) does not decode, and the replay loop refuses it even if handed one."""
+    forged = letter().model_dump(mode="json") | {"source_topic": target}
+    e = decode(RawMessage(0, 3, b"k", __import__("json").dumps(forged).encode()))
+    assert e.letter is None and "source_topic" in (e.problem or "")
+    smuggled = Entry(e.raw, letter().model_copy(update={"source_topic": target}))  # bypasses validation
+    producer = FakeProducer()
+    report = bus.replay([smuggled], producer, bus.ActionLog(producer, "actions"),  # type: ignore[arg-type]
+                        lambda x: action(x, "replayed"), bus.RateLimiter(1e9))
+    assert report.replayed == [] and "refused" in report.failed[0][1] and producer.sent == []
+
+
+def test_embedded_redelivery_refuses_a_forged_source_topic() -> None:
+    from manifold.shared.bus import InMemoryBus, redeliver
+
+    mem = InMemoryBus()
+    forged = letter().model_copy(update={"source_topic": "manifold.query.replies"})
+    assert redeliver(mem, [forged, letter()]) == 1
 
 
 # -- command line (no connection is made for these) ---------------------------------------------

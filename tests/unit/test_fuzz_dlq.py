@@ -28,6 +28,7 @@ from manifold.dlq_tools.records import (
     parse_rate,
     stats,
 )
+from manifold.shared import topics
 from manifold.shared.dlq import DeadLetter, b64
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -40,13 +41,13 @@ json_values = st.recursive(
 )
 aware_datetimes = st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1),
                                timezones=st.just(UTC))
-letters = st.builds(
+letters = st.sampled_from(sorted(topics.STAGE_SOURCES)).flatmap(lambda stage: st.builds(
     DeadLetter,
-    stage=st.sampled_from(["parse", "chunk", "embed", "extract", "load", "publish"]),
+    stage=st.just(stage),
     error_kind=st.sampled_from(["bad_input", "exhausted", "poison"]),
     error=st.text(max_size=300),
     attempts=st.integers(1, 100),
-    source_topic=st.text(min_size=1, max_size=40),
+    source_topic=st.just(topics.STAGE_SOURCES[stage]),
     source_partition=st.integers(0, 1000),
     source_offset=st.integers(0, 2**62),
     key_b64=st.one_of(st.none(), st.binary(max_size=100).map(b64)),
@@ -55,7 +56,7 @@ letters = st.builds(
     document_id=st.none() | st.text(max_size=60),
     version=st.none() | st.integers(1, 2**40),
     failed_at=aware_datetimes,
-)
+))
 
 
 def _raw(value: bytes | None, partition: int = 0, offset: int = 0) -> RawMessage:
@@ -133,7 +134,8 @@ def test_parsers_raise_only_value_error(text: str) -> None:
 def test_a_naive_timestamp_or_broken_base64_is_a_problem_entry_not_a_crash() -> None:
     """Found by the fuzzer: such a record used to decode, then crash `stats` (naive minus aware
     datetime) or `show`/`replay` (undecodable original bytes)."""
-    good = json.loads(DeadLetter(stage="parse", error_kind="poison", error="x", attempts=1, source_topic="t",
+    good = json.loads(DeadLetter(stage="parse", error_kind="poison", error="x", attempts=1,
+                                 source_topic="manifold.documents",
                                  source_partition=0, source_offset=0, key_b64=None, value_b64=b64(b"v") or "",
                                  failed_at=NOW).model_dump_json())
     for field, value in (("failed_at", "2026-01-01T00:00:00"), ("value_b64", "!!notb64"), ("key_b64", "QQ")):

@@ -362,6 +362,8 @@ def _zip_without_document() -> bytes:
         ("application/pdf", _pdf([[]], image_only=True), "OCR is not supported"),
         ("application/json", b'{"a": 1,, }', "invalid JSON: .* at line 1 column"),
         ("application/json", b"[" * 100_000, "nested too deeply"),
+        ("application/json", b'{"note": "a\\u0000b"}', "NUL character"),  # issue 13 #5: was poison at load
+        ("application/json", b'[{"k\\u0000": 1}]', "NUL character"),
         ("text/plain", bytes(range(256)) * 4, "binary"),
         ("text/plain", b"caf\xc3\x28 \x81\x8d", "not decodable text"),
         ("text/csv", b'a,b\n"unterminated,2\n', "cannot parse CSV"),

@@ -131,3 +131,142 @@ def test_client_gives_up_at_the_deadline_when_the_broker_does_not_acknowledge() 
     with pytest.raises(QueryTimeout):
         client.ask("q", deadline_ms=300)
     assert len(waited) == 1 and waited[0] <= 0.3 + 0.2
+
+
+# -- poison requests (issue 13, finding 1) ---------------------------------------------------------
+def _nested_plan(depth: int = 10_000, rid: str | None = "poison-1") -> bytes:
+    head = b'{' + (f'"request_id": "{rid}", '.encode() if rid else b"") + f'"reply_topic": "{REPLIES}", '.encode()
+    return head + b'"plan": ' + b"[" * depth + b"]" * depth + b"}"
+
+
+POISONS = {
+    "nested_arrays": _nested_plan(),
+    "nested_objects": b'{"request_id": "poison-2", "plan": ' + b'{"a":' * 6000 + b"1" + b"}" * 6000 + b"}",
+    "not_utf8": b'{"request_id": "poison-3", "question": "\xff\xfe\xfa"}',
+    "huge_integer": b'{"request_id": "poison-4", "question": "q", "max_rows": ' + b"9" * 20000 + b"}",
+    "huge_float": b'{"request_id": "poison-5", "question": "q", "deadline": 1e999999}',
+    "nul_and_controls": b'{"request_id": "poison-6", "question": "\\u0000\\u0001", "plan": "\\ud800"}',
+    "bare_string": b'"' + b"x" * 60000 + b'"',
+    "empty": b"",
+}
+
+
+@pytest.mark.parametrize("name", sorted(POISONS))
+def test_poison_bodies_raise_only_bad_request(name: str) -> None:
+    err = _bad(POISONS[name])
+    assert err.status == "error" and err.reason
+
+
+def test_deeply_nested_request_keeps_its_request_id_and_reply_topic() -> None:
+    """The RecursionError case of finding 1: still answerable, on the topic it asked for."""
+    err = _bad(_nested_plan(rid="deep-7"))
+    assert err.request_id == "deep-7" and err.reply_topic == REPLIES
+    assert "nested too deeply" in err.reason
+    foreign = _bad(_nested_plan(rid="deep-8").replace(REPLIES.encode(), b"manifold.publish"))
+    assert foreign.request_id == "deep-8" and foreign.reply_topic is None
+
+
+def test_worker_handle_never_raises_and_skips_what_it_cannot_correlate() -> None:
+    from manifold.query import worker
+    from manifold.shared.config import ManifoldSettings
+
+    settings = ManifoldSettings()
+    settings = settings.model_copy(update={"query": settings.query.model_copy(update={"reply_topic": REPLIES})})
+
+    class Never:
+        def answer(self, *_):
+            raise AssertionError("the answerer must not see a poison request")
+
+    for name, raw in POISONS.items():
+        out = worker.handle(raw, HEADERS, b"k-" + name.encode(), settings=settings, verifier=None,  # type: ignore[arg-type]
+                            answerer=Never())  # type: ignore[arg-type]
+        assert out.reply is not None and out.reply.status == "error", name
+        assert out.topic == REPLIES
+    skipped = worker.handle(_nested_plan(rid=None), HEADERS, None, settings=settings, verifier=None,  # type: ignore[arg-type]
+                            answerer=Never())  # type: ignore[arg-type]
+    assert skipped.reply is None
+
+
+def test_worker_handle_turns_an_unexpected_exception_into_an_error_reply() -> None:
+    """Belt and braces: even a verifier that raises something unexpected yields an error reply."""
+    from manifold.query import worker
+    from manifold.shared.config import ManifoldSettings
+
+    class Exploding:
+        def verify(self, token: str):
+            raise RecursionError("boom")
+
+    out = worker.handle(json.dumps(_body()).encode(), HEADERS, b"r-1", settings=ManifoldSettings(),
+                        verifier=Exploding(), answerer=None)  # type: ignore[arg-type]
+    assert out.reply is not None and out.reply.status == "error" and "RecursionError" in (out.reply.error or "")
+    assert out.reply.request_id == "r-1"
+
+
+def test_worker_loop_survives_an_exception_from_one_message(monkeypatch) -> None:
+    """The loop itself: `process` raising on one message replies error, commits it, and serves
+    the next; only `stop` ends the loop."""
+    import threading
+
+    from manifold.query import worker
+    from manifold.shared.config import ManifoldSettings
+
+    stop = threading.Event()
+
+    class Msg:
+        def __init__(self, key: bytes, offset: int) -> None:
+            self._key, self._offset = key, offset
+
+        def key(self): return self._key
+        def value(self): return json.dumps(_body(request_id=self._key.decode())).encode()
+        def headers(self): return HEADERS
+        def error(self): return None
+        def topic(self): return "req"
+        def partition(self): return 0
+        def offset(self): return self._offset
+
+    class Consumer:
+        def __init__(self) -> None:
+            self.queue = [Msg(b"boom-1", 1), Msg(b"boom-2", 2), Msg(b"fine-3", 3)]
+            self.committed: list[int] = []
+
+        def subscribe(self, _topics): pass
+        def poll(self, _timeout):
+            if not self.queue:
+                stop.set()
+                return None
+            return self.queue.pop(0)
+        def commit(self, message, asynchronous): self.committed.append(message.offset())
+        def close(self): pass
+
+    sent: list[tuple[str, bytes]] = []
+
+    class Producer:
+        def produce(self, topic, key, value, on_delivery):
+            sent.append((topic, value))
+            on_delivery(None, None)
+        def flush(self, _t=None): return 0
+
+    real_handle = worker.handle
+
+    def flaky(value, headers, key, **kw):
+        if key.startswith(b"boom"):
+            raise RuntimeError("a bug in handling")
+        return real_handle(value, headers, key, **kw)
+
+    class Verifier:
+        def verify(self, token):
+            from manifold.query.types import Principal
+            return Principal(tenant_id="acme", subject="s", scopes=("query:read",))
+
+    class Answerer:
+        def answer(self, request, principal):
+            return protocol.status_reply(request.request_id, "answered", None)
+
+    monkeypatch.setattr(worker, "handle", flaky)
+    consumer = Consumer()
+    w = worker.QueryWorker(ManifoldSettings(), Answerer(), consumer, Producer(), Verifier())  # type: ignore[arg-type]
+    w.run(stop, poll_s=0.01)
+    assert consumer.committed == [1, 2, 3]
+    replies = [protocol.decode_reply(v) for _, v in sent]
+    assert [(r.request_id, r.status) for r in replies] == [("boom-1", "error"), ("boom-2", "error"),
+                                                           ("fine-3", "answered")]
