@@ -28,6 +28,13 @@ class KafkaSettings(_Section):
     host: str = "127.0.0.1"
     port: int = Field(19092, ge=1, le=65535)
     heap_mb: int = Field(512, ge=128)
+    content_retention_ms: int = Field(
+        7 * 24 * 3600 * 1000, ge=60_000, le=90 * 24 * 3600 * 1000,
+        description="retention.ms of the topics that can hold document content (manifold.documents, "
+        "manifold.dlq): the longest a deleted document's bytes can stay in the Kafka log")
+    notice_retention_ms: int = Field(
+        7 * 24 * 3600 * 1000, ge=60_000, le=365 * 24 * 3600 * 1000,
+        description="retention.ms of the stage and publish topics (claim-check references, no content)")
 
     @property
     def bootstrap_servers(self) -> str:
@@ -163,6 +170,8 @@ class EmbeddedSettings(_Section):
     dir: Path = Path(".manifold")
     partitions: int = Field(4, ge=1, le=64)
     start_timeout_s: float = Field(120.0, gt=0)
+    bus_retention_s: float = Field(
+        7 * 24 * 3600.0, ge=0, description="gc deletes bus messages every group has consumed after this long")
 
 
 class ManifoldSettings(BaseSettings):
