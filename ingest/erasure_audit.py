@@ -127,28 +127,35 @@ def find_in_kafka(bootstrap: str, topic_names: Iterable[str], needles: Iterable[
                          "enable.auto.commit": False})
     hits: list[str] = []
     try:
+        remaining: dict[tuple[str, int], int] = {}
+        start: list[TopicPartition] = []
         for topic in topic_names:
             meta = consumer.list_topics(topic, timeout=10).topics.get(topic)
             if meta is None or meta.error is not None:
                 continue
             for p in meta.partitions:
                 low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-                if high <= low:
+                if high > low:
+                    remaining[(topic, p)] = high
+                    start.append(TopicPartition(topic, p, low))
+        if start:
+            consumer.assign(start)
+        idle = 0
+        while remaining and idle < 3:
+            msgs = consumer.consume(1000, timeout=2)
+            idle = 0 if msgs else idle + 1
+            for msg in msgs:
+                if msg.error() is not None:
                     continue
-                consumer.assign([TopicPartition(topic, p, low)])
-                seen = low
-                while seen < high:
-                    msgs = consumer.consume(500, timeout=5)
-                    if not msgs:
-                        break
-                    for msg in msgs:
-                        if msg.error() is not None:
-                            continue
-                        seen = msg.offset() + 1
-                        blob = (msg.key() or b"") + (msg.value() or b"") + b"".join(
-                            v or b"" for _, v in (msg.headers() or []))
-                        if any(n in blob for n in needles):
-                            hits.append(f"{topic}/{p}/{msg.offset()}")
+                where = (msg.topic(), msg.partition())
+                if where in remaining and msg.offset() + 1 >= remaining[where]:
+                    del remaining[where]
+                blob = (msg.key() or b"") + (msg.value() or b"") + b"".join(
+                    v or b"" for _, v in (msg.headers() or []))
+                if any(n in blob for n in needles):
+                    hits.append(f"{msg.topic()}/{msg.partition()}/{msg.offset()}")
+        if remaining:
+            raise RuntimeError(f"could not read to the end of {sorted(remaining)}")
     finally:
         consumer.close()
     return hits

@@ -89,6 +89,7 @@ def _states(ports, tenant: str, doc: str) -> dict[int, str]:
     return {e.version: e.state for e in ports.manifest.entries(tenant, doc)}
 
 
+@pytest.mark.timeout(600)  # four full audits of every store on a shared 2-core machine
 def test_delete_then_gc_leaves_the_content_nowhere_and_purge_tenant_erases_a_tenant(
         stack: dict, es_client, neo4j_driver, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
