@@ -22,6 +22,7 @@ Guarantees:
   only between items (an item longer than the limit alone is split at sentences). A numbered
   clause ("1.", "1.2", "§ 3", "Article 4") starts a unit kept whole when it fits; other narrative
   text packs sentence by sentence.
+- Bounded: at most `MAX_CHUNKS` chunks per document, else `BadInput` naming the limit.
 - Text and list chunks are at most `chunk_max_chars` long; consecutive text chunks of one
   section (except at a clause boundary) overlap by whole trailing sentences of up to
   `chunk_overlap_chars` (at most half the limit), or by a word-aligned tail when no whole
@@ -37,8 +38,13 @@ from typing import Literal
 from manifold.ingest.identifiers import find_identifiers, normalize_identifier
 from manifold.shared import ids
 from manifold.shared.artifacts import Chunk, ChunkedDocument, Element, ParsedDocument, Section
+from manifold.shared.errors import BadInput
 
 CHUNKER_VERSION = "layout-2"
+MAX_CHUNKS = 20_000
+"""A document that makes more chunks than this is rejected (`BadInput`): the embed, extract and
+load stages hold every chunk's text and vector at once, so this bounds their memory for any
+accepted file (measured by bench/wide_rows.py; README 'Limits')."""
 
 ChunkKind = Literal["text", "list", "identifiers", "table"]
 
@@ -84,6 +90,9 @@ def handle(parsed: ParsedDocument) -> ChunkedDocument:
         for text in _render(run, max_chars, overlap):
             if not text.strip():
                 continue
+            if len(chunks) >= MAX_CHUNKS:
+                raise BadInput(f"document makes more than {MAX_CHUNKS} chunks of at most {max_chars} characters; "
+                               f"the limit is {MAX_CHUNKS} chunks per document")
             chunks.append(
                 Chunk(
                     chunk_id=ids.child_id("chk", scope, len(chunks)),

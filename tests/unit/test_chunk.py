@@ -262,3 +262,13 @@ def test_text_chunks_never_exceed_the_limit(max_chars: int, overlap: int) -> Non
     assert all(len(c.text) <= max_chars for c in result.chunks)
     joined = "\n".join(c.text for c in result.chunks)
     assert all(s in joined for s in SENTENCES)
+
+
+def test_a_document_making_more_chunks_than_the_limit_is_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
+    from manifold.shared.errors import BadInput
+
+    monkeypatch.setattr(chunk, "MAX_CHUNKS", 3)
+    rows = [["code", "note"], *[[f"PRD-{i}", "x" * 150] for i in range(4)]]
+    with pytest.raises(BadInput, match="more than 3 chunks of at most 200 characters"):
+        _chunked([_el("Table", "", rows=rows)], versions=_versions(max_chars=200))
+    assert len(_chunked([_el("Table", "", rows=rows[:4])], versions=_versions(max_chars=200)).chunks) == 3
