@@ -155,8 +155,8 @@ class PostgresBus:
     # -- erasure (not part of the Bus contract: Kafka bounds content by retention instead) -------
     def erase_documents(self, tenant_id: str, deleted: Mapping[str, int]) -> int:
         """Delete every message keyed `tenant/document` for a document in `deleted` whose version
-        (read from the message) is at most the tombstone version given, on any topic (DLQ
-        included), once every consumer group that reads its topic has committed past it; a
+        (read from the message) is at most the tombstone version given: on the DLQ at once, on
+        any other topic once a consumer group has committed past it and none is behind it; a
         message whose version cannot be read is deleted too. Messages of a newer upload, or not
         yet consumed, stay (a later pass takes them). Returns how many were deleted. Offsets are
         never reused (`bus_partitions` keeps each partition's next offset)."""
@@ -166,8 +166,10 @@ class PostgresBus:
         with self._tx() as conn:
             rows = conn.execute(
                 'SELECT m.topic, m.partition, m."offset", m.key, m.value FROM manifold.bus_messages m '
-                "WHERE m.key = ANY(%s) AND NOT EXISTS (SELECT 1 FROM manifold.bus_offsets o WHERE o.topic = m.topic "
-                'AND o.partition = m.partition AND o."offset" <= m."offset")', (list(keys),)).fetchall()
+                "WHERE m.key = ANY(%s) AND (m.topic = %s OR (EXISTS (SELECT 1 FROM manifold.bus_offsets o "
+                'WHERE o.topic = m.topic AND o.partition = m.partition AND o."offset" > m."offset") '
+                "AND NOT EXISTS (SELECT 1 FROM manifold.bus_offsets o WHERE o.topic = m.topic "
+                'AND o.partition = m.partition AND o."offset" <= m."offset")))', (list(keys), topics.DLQ)).fetchall()
             doomed = [(t, p, o) for t, p, o, key, value in rows
                       if (_version_of(bytes(value)) or 0) <= keys[bytes(key)]]
             if doomed:
