@@ -170,8 +170,6 @@ class EmbeddedSettings(_Section):
     dir: Path = Path(".manifold")
     partitions: int = Field(4, ge=1, le=64)
     start_timeout_s: float = Field(120.0, gt=0)
-    bus_retention_s: float = Field(
-        7 * 24 * 3600.0, ge=0, description="gc deletes bus messages every group has consumed after this long")
 
 
 class ManifoldSettings(BaseSettings):
