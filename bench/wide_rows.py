@@ -10,9 +10,10 @@ Files (all generated, deterministic):
 - `wide_csv_million_columns`: one header of ~1.9 million columns (rejected at parse: column limit).
 - `wide_csv_at_limit`: `MAX_TABLE_COLUMNS` columns and as many rows as fit (parsed; its rows
   split into column slices of at most `chunk_max_chars`, more than `chunk.MAX_CHUNKS`: rejected).
+- `wide_csv_near_chunk_cap`: the same table cut to ~85% of the limit, just under `chunk.MAX_CHUNKS`
+  (the largest accepted table-shaped input: the memory bound).
 - `long_row_csv`: a header of 191 columns and rows of 190 cells of ~100 KB each (each row ~19 MB).
-- `narrow_csv_near_limit`: an ordinary 8-column table filling ~93% of the limit (close to the
-  `chunk.MAX_CHUNKS` cap: the largest accepted table-shaped input).
+- `narrow_csv_near_limit`: an ordinary 8-column table filling ~93% of the limit.
 - `deep_json`: `[[[[...]]]]` nested ~10 million levels (rejected at parse: nesting).
 - `wide_json_records`: records with `MAX_TABLE_COLUMNS + 1` keys (rejected at parse).
 
@@ -60,6 +61,13 @@ def generate(limit: int, columns: int) -> dict[str, tuple[str, bytes]]:
         size += len(row)
         n += 1
     files["wide_csv_at_limit"] = ("text/csv", "".join(rows).encode())
+    near, size = [], 0
+    for row in rows:  # the same table cut to ~85%: just under chunk.MAX_CHUNKS (the largest accepted)
+        if size + len(row) > budget * 0.85:
+            break
+        near.append(row)
+        size += len(row)
+    files["wide_csv_near_chunk_cap"] = ("text/csv", "".join(near).encode())
     words = " ".join(f"word{i % 997}" for i in range(12_000))  # ~100 KB cell, under csv's field limit
     cells_per_row = 190
     long_rows = ["id,note_" + ",note_".join(str(i) for i in range(cells_per_row)) + "\n"]
