@@ -359,6 +359,9 @@ class Suite:
         self.result["hostile_ingest"] = [{k: getattr(c, k) for k in ("name", "expect", "outcome", "detail")}
                                          for c in self.cases]
         self.result["hostile_queries"] = self.query_hostile + h.injection_checks(self.settings, north, self.baseline)
+        self.result["hostile_erasure"] = h.erasure_case(self.settings, self.client(), hostile)
+        if not self.result["hostile_erasure"]["ok"]:
+            self.failures.append(f"erasure: canary left after delete + gc: {self.result['hostile_erasure']}")
         sources = {
             "forged_document_in_victim_manifest": int("forged.txt" in active_documents(self.settings, north)),
             "marker_text_under_another_tenant_or_file_content": self._text_leaks(north, south, hostile),

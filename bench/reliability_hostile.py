@@ -5,7 +5,8 @@ Ingest side (`send_ingest_cases`): raw envelopes published straight to `manifold
 cross-tenant claim-check references, a size claim over the limit, bad tenant and document ids,
 unsupported types) and real documents through the `UpstreamClient` (zip-bomb DOCX, honest and
 with a lying header, a broken PDF, a PDF over the size limit, a large valid PDF, a document id
-shaped like a path, a forged tenant claim in metadata and text, prompt-injection text). Each case
+shaped like a path, a forged tenant claim in metadata and text, prompt-injection text, a CSV wider
+than the column limit, a CSV row far longer than `chunk_max_chars`). Each case
 names its expected outcome: `dlq` (one dead letter, matched by its original bytes or document),
 `rejected` (the client refuses it) or `published` (stored under its own tenant only).
 
@@ -22,6 +23,10 @@ plan parameters, plans over the hop and limit caps, a forged tenant in a plan, a
 request bytes. Each must be refused or answered inertly, with no evidence of another tenant.
 
 `check_ingest_cases` reads the outcome back from the DLQ topic and the manifest.
+
+Erasure (`erasure_case`, finding 3 of issue 13): a document holding a unique canary is published,
+becomes active, is deleted, gc runs with grace 0, and the canary (and its base64 forms) must be
+in no PostgreSQL column, Elasticsearch document, Neo4j node or relationship, or stage/publish topic.
 """
 
 from __future__ import annotations
@@ -228,6 +233,13 @@ def send_ingest_cases(settings: ManifoldSettings, client: Any, tenant: str, vict
     link_case.detail = "; ".join(r for _, r in report.rejected)
     link_case.outcome = "rejected" if report.rejected and not report.published else "sent"
     cases.append(link_case)
+    # Finding 4 (issue 13): a table wider than the column limit is dead-lettered with the reason;
+    # a row far longer than chunk_max_chars is split into column slices and published.
+    via_client("wide-csv-over-column-limit", "wide.csv",
+               (",".join(f"c{i}" for i in range(200_000)) + "\n" + ",".join("1" * 200_000) + "\n").encode(), "dlq")
+    via_client("long-row-csv", "long-row.csv",
+               ("id," + ",".join(f"note_{i}" for i in range(150)) + "\n1,"
+                + ",".join(f"calibration log entry {i} " * 12 for i in range(150)) + "\n").encode(), "published")
     def via_bytes(name: str, doc: str, content: bytes, metadata: dict[str, Any]) -> None:
         client.publish_bytes(tenant, doc, content, "text/plain", metadata)
         cases.append(Case(name, "published", tenant, doc))
@@ -456,3 +468,58 @@ def injection_checks(settings: ManifoldSettings, tenant: str, baseline: QueryRep
                 "ok": bool(reply is not None and hops_ok and tenant_ok and plan_ok and "999999.99" not in text)})
     rq.close()
     return out
+
+
+# ------------------------------------------------------------------------------------- erasure
+def erasure_case(settings: ManifoldSettings, client: Any, tenant: str, timeout_s: float = 600) -> dict[str, Any]:
+    """Publish a canary document, wait until it is active, delete it, wait until the delete is
+    applied, run one gc pass (grace 0) and audit every store for the canary."""
+    import random
+    import string
+
+    from manifold.ingest import erasure, erasure_audit, lifecycle
+
+    canary = "zqcanary" + "".join(random.choices(string.ascii_lowercase, k=24))
+    needles = [canary[:20].encode(), *erasure_audit.forms(canary)[1:]]
+    doc = "erasure/canary-note.txt"
+    ports = lifecycle.build_ports(settings)
+    client.publish_bytes(tenant, doc, f"Erasure probe. The access code is {canary}.\n".encode(), "text/plain")
+
+    def states() -> set[str]:
+        return {e.state for e in ports.manifest.entries(tenant, doc)}
+
+    def wait(what: str, done: Any) -> bool:
+        give_up = time.monotonic() + timeout_s
+        while time.monotonic() < give_up:
+            if done():
+                return True
+            time.sleep(2)
+        return False
+
+    if not wait("active", lambda: "active" in states()):
+        return {"case": "erasure-after-delete-and-gc", "ok": False, "detail": "canary document never became active"}
+    found_before = erasure_audit.find_in_postgres(settings.postgres.conninfo(), needles)
+    client.delete(tenant, doc)
+    if not wait("deleted", lambda: states() == {"deleted"}):
+        return {"case": "erasure-after-delete-and-gc", "ok": False, "detail": "delete never applied"}
+    removed = erasure.collect(ports, tenant, 0.0, staging=ports.staging)
+    from elasticsearch import Elasticsearch
+    import neo4j
+
+    es = Elasticsearch(settings.elasticsearch.url, request_timeout=60)
+    driver = neo4j.GraphDatabase.driver(settings.neo4j.uri, auth=(settings.neo4j.user,
+                                                                  settings.neo4j.password.get_secret_value()))
+    try:
+        found = {
+            "postgres": erasure_audit.find_in_postgres(settings.postgres.conninfo(), needles),
+            "elasticsearch": erasure_audit.find_in_elasticsearch(es, needles),
+            "neo4j": erasure_audit.find_in_neo4j(driver, needles),
+            "kafka_stage_topics": erasure_audit.find_in_kafka(
+                settings.kafka.bootstrap_servers, [topics.STAGE_PARSED, topics.STAGE_CHUNKED, topics.STAGE_EMBEDDED,
+                                                   topics.STAGE_EXTRACTED, topics.PUBLISH], needles),
+        }
+    finally:
+        es.close()
+        driver.close()
+    return {"case": "erasure-after-delete-and-gc", "ok": bool(found_before) and not any(found.values()),
+            "found_before_delete": found_before, "found_after_gc": found, "gc_removed": removed}

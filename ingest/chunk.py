@@ -13,12 +13,16 @@ Guarantees:
 - Chunk text is raw document text (no synthetic prefixes): paragraphs, list items and table rows
   are joined by newlines, sentences by one space.
 - Boundaries follow layout: a new section, table, list or identifier block always starts a new
-  chunk. Tables are never split inside a row; every table chunk starts with the header row
-  (a single oversize row is one chunk with its header). Identifier blocks (text that is mostly
+  chunk. Every table chunk starts with the header row (of its columns) and is at most
+  `chunk_max_chars` long: rows are packed whole while they fit; a row that does not fit with the
+  header alone is split into column slices (`header slice` newline `cell slice`), and a single cell
+  too long for a slice is cut into pieces each under its (shortened) column header, so no input
+  row, however wide or long, makes a chunk larger than the limit. Identifier blocks (text that is mostly
   business identifiers) are never split. List items are kept whole and together; a list splits
   only between items (an item longer than the limit alone is split at sentences). A numbered
   clause ("1.", "1.2", "§ 3", "Article 4") starts a unit kept whole when it fits; other narrative
   text packs sentence by sentence.
+- Bounded: at most `MAX_CHUNKS` chunks per document, else `BadInput` naming the limit.
 - Text and list chunks are at most `chunk_max_chars` long; consecutive text chunks of one
   section (except at a clause boundary) overlap by whole trailing sentences of up to
   `chunk_overlap_chars` (at most half the limit), or by a word-aligned tail when no whole
@@ -34,8 +38,15 @@ from typing import Literal
 from manifold.ingest.identifiers import find_identifiers, normalize_identifier
 from manifold.shared import ids
 from manifold.shared.artifacts import Chunk, ChunkedDocument, Element, ParsedDocument, Section
+from manifold.shared.errors import BadInput
 
-CHUNKER_VERSION = "layout-1"
+CHUNKER_VERSION = "layout-2"
+MAX_CHUNKS = 35_000
+"""A document that makes more chunks than this is rejected (`BadInput`): the embed, extract and
+load stages hold every chunk's text and vector at once, so this bounds their memory for any
+accepted file (measured by bench/wide_rows.py). About twice what an ordinary document at the
+20 MiB size limit makes at the default `chunk_max_chars`, so only inputs that multiply their
+text (a very wide table, whose header is repeated over every column slice) reach it."""
 
 ChunkKind = Literal["text", "list", "identifiers", "table"]
 
@@ -81,6 +92,9 @@ def handle(parsed: ParsedDocument) -> ChunkedDocument:
         for text in _render(run, max_chars, overlap):
             if not text.strip():
                 continue
+            if len(chunks) >= MAX_CHUNKS:
+                raise BadInput(f"document makes more than {MAX_CHUNKS} chunks of at most {max_chars} characters; "
+                               f"the limit is {MAX_CHUNKS} chunks per document")
             chunks.append(
                 Chunk(
                     chunk_id=ids.child_id("chk", scope, len(chunks)),
@@ -175,16 +189,64 @@ def _render(run: _Run, max_chars: int, overlap: int) -> list[str]:
 
 
 def _table_chunks(table: Element, max_chars: int) -> list[str]:
-    rows = [" | ".join(row) for row in table.rows] if table.rows else table.text.split("\n")
-    header, body = rows[0], rows[1:]
+    grid = table.rows if table.rows else [[line] for line in table.text.split("\n")]
+    header_cells, body = grid[0], grid[1:]
+    header = " | ".join(header_cells)
+    if len(header) > max_chars:  # too wide to head any chunk: every row goes out in column slices
+        return [c for cells in (body or [None]) for c in _row_slices(header_cells, cells, max_chars)]
     chunks: list[str] = []
-    current = [header]
-    for row in body:
-        if len(current) > 1 and len("\n".join(current)) + 1 + len(row) > max_chars:
+    current, size = [header], len(header)
+    for cells in body:
+        row = " | ".join(cells)
+        if len(header) + 1 + len(row) > max_chars:  # this row does not fit even alone: slice it
+            if len(current) > 1:
+                chunks.append("\n".join(current))
+                current, size = [header], len(header)
+            chunks += _row_slices(header_cells, cells, max_chars)
+            continue
+        if len(current) > 1 and size + 1 + len(row) > max_chars:
             chunks.append("\n".join(current))
-            current = [header]
+            current, size = [header], len(header)
         current.append(row)
-    chunks.append("\n".join(current))
+        size += 1 + len(row)
+    if len(current) > 1 or not chunks:
+        chunks.append("\n".join(current))
+    return chunks
+
+
+def _row_slices(header: list[str], cells: list[str] | None, max_chars: int) -> list[str]:
+    """One row (or, with `cells` None, the header alone) as chunks of consecutive columns, each
+    `header slice` + newline + `cell slice`, at most `max_chars`; a column whose header and cell
+    do not fit together is cut: its header shortened to a quarter of the limit, its cell split into
+    pieces that each fit under that header."""
+    label_max = max_chars // 4
+    chunks: list[str] = []
+    heads: list[str] = []
+    values: list[str] = []
+
+    def flush() -> None:
+        if heads:
+            chunks.append(" | ".join(heads) + ("" if cells is None else "\n" + " | ".join(values)))
+            heads.clear()
+            values.clear()
+
+    for i, head in enumerate(header):
+        value = "" if cells is None or i >= len(cells) else cells[i]
+        size = len(" | ".join(heads)) + len(" | ".join(values)) + 1
+        if len(head) + len(value) + 1 > max_chars:
+            flush()
+            label = head[:label_max]
+            if cells is None:
+                chunks += [label]
+                continue
+            for piece in _pieces(value, max_chars - len(label) - 1):
+                chunks.append(f"{label}\n{piece}")
+            continue
+        if heads and size + 2 * len(" | ") + len(head) + len(value) > max_chars:
+            flush()
+        heads.append(head)
+        values.append(value)
+    flush()
     return chunks
 
 

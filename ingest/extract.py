@@ -71,7 +71,10 @@ from manifold.shared.artifacts import (
 from manifold.shared.errors import BadInput
 from manifold.shared.events import MetadataValue
 
-EXTRACTION_VERSION = "rules-1"
+EXTRACTION_VERSION = "rules-2"
+MAX_ISSUE_ROWS = 100
+"""A table review item keeps at most this many raw rows (and counts the rest in `rows_omitted`),
+so one bad table of a large file cannot stage its whole content a second time."""
 
 SENTENCE_PATTERNS: tuple[str, ...] = (
     "<Company> has approved|approves|approved <Supplier> as an approved vendor|supplier",
@@ -251,7 +254,8 @@ class _Extraction:
         self.flag("table", (element.index, *issue.row_numbers, issue.reason), issue.reason, {
             "element_index": element.index, "page": element.page, "number": issue.number,
             "reasons": list(issue.reasons), "header": list(header), "row_numbers": list(issue.row_numbers),
-            "rows": [json.dumps(list(row), ensure_ascii=False) for row in issue.rows],
+            "rows": [json.dumps(list(row), ensure_ascii=False) for row in issue.rows[:MAX_ISSUE_ROWS]],
+            "rows_omitted": max(0, len(issue.rows) - MAX_ISSUE_ROWS),
         }, self.provenance(record_id=record_id))
 
     def _record_graph(self, parsed: ParsedRecord, provenance: Provenance) -> None:

@@ -12,6 +12,8 @@ Guarantees:
 - Element text is whitespace-normalised (runs collapse to one space, zero-width characters and
   soft hyphens go, ligatures are expanded); table cells likewise, and a table's text is its rows
   rendered as ` | `-joined lines, header first. Empty elements are dropped; indexes are 0..n-1.
+- Bounded: at most `MAX_ELEMENTS` elements, and tables at most `parse_formats.MAX_TABLE_COLUMNS`
+  wide; anything larger is `BadInput` naming the limit.
 - The `versions` passed in are recorded as given; `PARSER_VERSION` is what this code produces.
 """
 
@@ -24,9 +26,12 @@ from manifold.ingest import parse_formats
 from manifold.ingest.media import SUPPORTED_MEDIA_TYPES, guess_media_type
 from manifold.ingest.parse_formats import Draft
 from manifold.shared.artifacts import DocRef, Element, ParsedDocument, PipelineVersions
-from manifold.shared.errors import UnsupportedMediaType
+from manifold.shared.errors import BadInput, UnsupportedMediaType
 
 PARSER_VERSION = "unstructured-0.27.35+p1"
+MAX_ELEMENTS = 200_000
+"""A document that parses into more layout elements than this is rejected (`BadInput`): every
+later stage holds its elements (and their chunks, vectors and postings) in memory at once."""
 
 _ALIASES = {
     "text/x-markdown": "text/markdown",
@@ -79,6 +84,8 @@ def _elements(drafts: list[Draft]) -> list[Element]:
             text = _clean(draft.text)
         if not text:
             continue
+        if len(elements) >= MAX_ELEMENTS:
+            raise BadInput(f"document has more than {MAX_ELEMENTS} layout elements; the limit is {MAX_ELEMENTS}")
         elements.append(
             Element(index=len(elements), kind=draft.kind, text=text, depth=draft.depth, page=draft.page, rows=rows)
         )

@@ -35,6 +35,10 @@ from manifold.shared.artifacts import ElementKind
 from manifold.shared.errors import BadInput
 
 MAX_DOCX_UNPACKED_BYTES = 256 * 1024 * 1024
+MAX_TABLE_COLUMNS = 1024
+"""A table (CSV, JSON records, HTML/DOCX table) wider than this is rejected as `BadInput`: no
+retrieval or record use needs more, and a million-column row would otherwise become one huge
+header repeated in every chunk (SECURITY.md, wide table rows)."""
 _RECORD_KEYS = ("records", "items", "rows")
 _WRAPPED_LINE = 40  # a line at least this long, followed by more text, is a wrapped paragraph
 _EMAIL_HEADERS = ("From", "To", "Cc", "Subject", "Date")
@@ -134,8 +138,14 @@ def rows_from_html(html: str | None) -> list[list[str]] | None:
                 span = int(cell.get("colspan", "1")) if cell.get("colspan", "1").isdigit() else 1
                 cells.extend([" ".join(cell.text_content().split())] * max(1, min(span, 50)))
         if any(cells):
+            _check_width(len(cells), "HTML table")
             rows.append(cells)
     return _padded(rows) or None
+
+
+def _check_width(columns: int, what: str) -> None:
+    if columns > MAX_TABLE_COLUMNS:
+        raise BadInput(f"{what} has {columns} columns; the limit is {MAX_TABLE_COLUMNS}")
 
 
 def _padded(rows: list[list[str]]) -> list[list[str]]:
@@ -282,7 +292,8 @@ def _inflate_bounded(content: bytes) -> None:
 
 
 def read_csv(content: bytes) -> list[Draft]:
-    """One `Table`: every row as read (header first), ragged rows padded; cells kept verbatim."""
+    """One `Table`: every row as read (header first), ragged rows padded; cells kept verbatim.
+    A row wider than `MAX_TABLE_COLUMNS` rejects the file as it is read (before padding)."""
     text = decode_text(content)
     if not text.strip():
         return []
@@ -292,7 +303,11 @@ def read_csv(content: bytes) -> list[Draft]:
         delimiter = ","
     with library_errors("CSV"):
         reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
-        rows = [r for r in reader if any(c.strip() for c in r)]
+        rows = []
+        for row in reader:
+            _check_width(len(row), f"CSV row {reader.line_num}")
+            if any(c.strip() for c in row):
+                rows.append(row)
     rows = _padded([[" ".join(c.split()) for c in r] for r in rows])
     return [Draft("Table", "", rows=rows)] if rows else []
 
@@ -348,6 +363,7 @@ def _json_drafts(value: object, path: str) -> Iterator[Draft]:
     if _is_records(value):
         assert isinstance(value, list)
         header = list(dict.fromkeys(k for record in value for k in record))
+        _check_width(len(header), f"JSON records at {path or '<root>'}")
         rows = [[_scalar(r[k]) if k in r else "" for k in header] for r in value]
         yield Draft("Table", "", rows=[header, *rows])
     elif isinstance(value, dict) and value:

@@ -30,9 +30,9 @@ from typing import Any, Literal, Protocol
 
 from prometheus_client import Counter, Gauge
 
-from manifold.ingest import load
+from manifold.ingest import erasure, load
 from manifold.ingest.notices import payload_key
-from manifold.ingest.publisher import DEFAULT_GC_GRACE_S, PublishPorts, gc
+from manifold.ingest.publisher import DEFAULT_GC_GRACE_S, PublishPorts
 from manifold.shared.artifacts import ExtractedDocument
 from manifold.shared.errors import BadInput, Transient
 from manifold.shared.ports import ServingMarks, StagingStore, VersionManifest
@@ -242,14 +242,15 @@ def reconcile(ports: ReconcilePorts, tenant_ids: list[str] | None = None, *, rep
 
 
 def run_periodic(ports: ReconcilePorts, stop: threading.Event, *, interval_s: float = 300.0,
-                 grace_s: float = DEFAULT_GC_GRACE_S, repair_drift: bool = False) -> None:
+                 grace_s: float = DEFAULT_GC_GRACE_S, repair_drift: bool = False, bus: object = None) -> None:
     """The `reconcile` worker role: every `interval_s`, gc retired versions past the grace
-    period, then reconcile every tenant (report-only unless `repair_drift`). A failing pass is
+    period and erase what deleted documents left in staging (and on `bus`, the embedded one)
+    (`erasure.collect`), then reconcile every tenant (report-only unless `repair_drift`). A failing pass is
     logged and retried at the next interval; it never stops the worker."""
     while not stop.is_set():
         try:
             for tenant in tenants(ports):
-                gc(ports, tenant, grace_s)
+                erasure.collect(ports, tenant, grace_s, staging=ports.staging, bus=bus)
             report = reconcile(ports, repair_drift=repair_drift, grace_s=grace_s)
             log.info("reconcile: drift %s, repaired %s", report.drift(), sum(report.repaired.values()))
         except Exception as err:  # noqa: BLE001 - the next pass retries

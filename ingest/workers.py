@@ -26,7 +26,7 @@ from manifold.shared.artifacts import LoadNotice
 from manifold.shared.config import ManifoldSettings
 from manifold.shared.errors import BadInput
 from manifold.shared.events import DocumentDeleted, DocumentUpserted, parse_event
-from manifold.shared.kafka import consumer_config, ensure_topics, producer_config
+from manifold.shared.kafka import consumer_config, ensure_topics, pipeline_topic_configs, producer_config
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +189,7 @@ def run(settings: ManifoldSettings, roles: Sequence[str], stop: threading.Event)
     if unknown:
         raise ValueError(f"unknown role(s) {sorted(unknown)}; choose from {', '.join(ROLES + EXTRA_ROLES)}")
     bootstrap = settings.kafka.bootstrap_servers
-    ensure_topics(bootstrap, topics.PIPELINE_TOPICS, topics.DEFAULT_PARTITIONS)
+    ensure_topics(bootstrap, topics.PIPELINE_TOPICS, topics.DEFAULT_PARTITIONS, pipeline_topic_configs(settings.kafka))
     ports = build_ports(settings)
     if "embed" in roles:
         ports.embedder.warm_up()  # type: ignore[attr-defined]

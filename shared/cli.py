@@ -62,12 +62,13 @@ def _upstream_client(settings):  # type: ignore[no-untyped-def]
     from manifold.ingest.client import UpstreamClient
     from manifold.shared import topics
     from manifold.shared.envelope_auth import signer_from_settings
-    from manifold.shared.kafka import ensure_topics, producer_config
+    from manifold.shared.kafka import ensure_topics, pipeline_topic_configs, producer_config
     from manifold.shared.stores.ledger import PostgresVersionLedger
     from manifold.shared.stores.postgres import PostgresStagingStore
 
     signer = signer_from_settings(settings)  # NoProducerKey (a ValueError) before anything connects
-    ensure_topics(settings.kafka.bootstrap_servers, topics.PIPELINE_TOPICS, topics.DEFAULT_PARTITIONS)
+    ensure_topics(settings.kafka.bootstrap_servers, topics.PIPELINE_TOPICS, topics.DEFAULT_PARTITIONS,
+                  pipeline_topic_configs(settings.kafka))
     return UpstreamClient(
         producer=Producer(producer_config(settings.kafka.bootstrap_servers, "manifold-ingest-cli")),
         ledger=PostgresVersionLedger(settings.postgres.ingest_conninfo()),
@@ -519,6 +520,91 @@ def _reconcile(args: argparse.Namespace) -> int:
     return 0 if args.repair or not report.findings else 3
 
 
+def _gc_bus(settings):  # type: ignore[no-untyped-def]
+    """The embedded profile's bus (its messages are erased too); None on Kafka (bounded by retention)."""
+    if settings.profile != "embedded":
+        return None
+    from manifold.ingest.embedded import open_bus
+
+    return open_bus(settings)
+
+
+def _gc(args: argparse.Namespace) -> int:
+    import json
+
+    from manifold.ingest import erasure
+    from manifold.shared.config import ManifoldSettings
+
+    settings = ManifoldSettings()
+    ports = _lifecycle_ports(settings)
+    bus = _gc_bus(settings)
+    try:
+        out = {t: erasure.collect(ports, t, settings.ingest.gc_grace_s, staging=ports.staging, bus=bus)
+               for t in _lifecycle_tenants(ports, args.tenant)}
+    finally:
+        if bus is not None:
+            bus.close()
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        for tenant, removed in out.items():
+            print(f"{tenant:<28}" + "  ".join(f"{k} {n}" for k, n in removed.items()))
+    return 0
+
+
+def _purge_tenant(args: argparse.Namespace) -> int:
+    import re
+
+    from manifold.ingest import erasure
+    from manifold.shared.config import ManifoldSettings
+    from manifold.shared.events import TENANT_PATTERN
+
+    if not re.fullmatch(TENANT_PATTERN.strip("^$"), args.tenant):
+        print(f"manifold purge-tenant: {args.tenant!r} is not a tenant slug", file=sys.stderr)
+        return 2
+    if not args.yes:
+        print(f"This erases EVERY document, chunk, record, vector, index entry, graph node, staged payload, "
+              f"bus message and dead letter of tenant {args.tenant!r}. It cannot be undone.", file=sys.stderr)
+        try:
+            typed = input(f"Type the tenant name ({args.tenant}) to confirm: ")
+        except EOFError:
+            typed = ""
+        if typed.strip() != args.tenant:
+            print("manifold purge-tenant: not confirmed; nothing was erased", file=sys.stderr)
+            return 1
+    settings = ManifoldSettings()
+    from manifold.shared.stores.tenant_purge_pg import purge_tenant
+
+    admin = settings.postgres.conninfo()
+    if settings.profile == "embedded":
+        from manifold.shared import cli_embedded
+
+        cli_embedded.prepare(settings, quiet=True)
+        ports = erasure.PurgePorts(postgres=lambda t: purge_tenant(admin, t))
+    else:
+        ports = _purge_ports(settings, lambda t: purge_tenant(admin, t))
+    removed = erasure.purge_tenant(ports, args.tenant)
+    for store, counts in removed.items():
+        print(f"{store:<14}" + "  ".join(f"{k} {n}" for k, n in counts.items() if n) + (
+            "" if any(counts.values()) else "nothing"))
+    if settings.profile != "embedded":
+        hours = settings.kafka.content_retention_ms / 3_600_000
+        print(f"kafka         records cannot be deleted one by one: manifold.documents and manifold.dlq expire "
+              f"them after {hours:g} h (kafka.content_retention_ms) plus at most one day (segment.ms)")
+    print(f"tenant {args.tenant!r} purged")
+    return 0
+
+
+def _purge_ports(settings, postgres):  # type: ignore[no-untyped-def]
+    from manifold.ingest import erasure, vocabulary
+    from manifold.shared.stores.elasticsearch import ElasticsearchTextIndex
+    from manifold.shared.stores.neo4j import Neo4jGraphStore
+
+    return erasure.PurgePorts(postgres=postgres, text=ElasticsearchTextIndex.from_settings(settings),
+                              graph=Neo4jGraphStore.from_settings(settings, entity_types=vocabulary.ENTITY_TYPES,
+                                                                  relation_types=vocabulary.RELATIONS))
+
+
 def _embeddings(args: argparse.Namespace) -> int:
     import json
 
@@ -717,6 +803,30 @@ def build_parser() -> argparse.ArgumentParser:
     reconcile.add_argument("--json", action="store_true", help="machine-readable output")
     reconcile.set_defaults(run=_reconcile)
 
+    gc_cmd = sub.add_parser(
+        "gc",
+        help="erase what deleted documents left (staging, embedded bus) and purge retired versions past the grace",
+        description="One pass of what the `reconcile` worker role does every MANIFOLD_INGEST__RECONCILE_INTERVAL_S: "
+        "versions retired more than MANIFOLD_INGEST__GC_GRACE_S ago and deleted versions leave every store; "
+        "stage payloads, claim-check blobs and (embedded profile) bus messages and dead letters of deleted "
+        "documents are erased. Prints what it removed per tenant.",
+    )
+    gc_cmd.add_argument("--tenant", help=tenant_help + "; default all tenants")
+    gc_cmd.add_argument("--json", action="store_true", help="machine-readable output")
+    gc_cmd.set_defaults(run=_gc)
+
+    purge = sub.add_parser(
+        "purge-tenant",
+        help="erase a whole tenant from every store, table, index, graph, bus table and DLQ (asks to confirm)",
+        description="Deletes every row of the tenant in every PostgreSQL tenant table (found from the schema, "
+        "so new tables are covered), its Elasticsearch documents in every manifold index, its Neo4j nodes and "
+        "relationships, and its embedded-bus messages and dead letters. Kafka records expire with the topics' "
+        "retention. Asks you to type the tenant name unless --yes. Needs the PostgreSQL superuser settings.",
+    )
+    purge.add_argument("tenant", metavar="TENANT")
+    purge.add_argument("--yes", action="store_true", help="do not ask for confirmation (scripts)")
+    purge.set_defaults(run=_purge_tenant)
+
     embeddings = sub.add_parser(
         "embeddings",
         help="embedding migration: status, backfill, verify, activate, retire a configuration",
@@ -731,7 +841,7 @@ def build_parser() -> argparse.ArgumentParser:
     embeddings.add_argument("--batch-size", type=int, default=64, metavar="N", help="backfill batch (default 64)")
     embeddings.add_argument("--json", action="store_true", help="machine-readable output")
     embeddings.set_defaults(run=_embeddings)
-    for command in (ingest, delete, ask, status, reconcile):
+    for command in (ingest, delete, ask, status, reconcile, gc_cmd, purge):
         command.add_argument("--profile", choices=["embedded", "distributed"],
                              help="overrides MANIFOLD_PROFILE; embedded runs everything in this process")
 

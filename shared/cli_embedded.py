@@ -4,7 +4,8 @@
 - `ingest` publishes the files onto the embedded bus with the same `UpstreamClient`, then drives
   every stage and the publisher in-process (`ingest.embedded.EmbeddedPipeline`) until nothing is
   left, with a progress bar per stage, so the documents are published when it returns.
-- `delete` publishes the delete and drives it through the publisher the same way.
+- `delete` publishes the delete, drives it through the publisher the same way, then runs one gc
+  pass for the tenant (`erasure.collect`), so the document's content is erased when it returns.
 - `status`, `reconcile` and `ask` get their ports / answerer from the embedded composition.
 The embedded PostgreSQL is started in `embedded.dir` on first use when none is reachable.
 """
@@ -112,6 +113,11 @@ def delete(args: Any, settings: ManifoldSettings) -> int:
     try:
         version = upstream_client(settings, bus).delete(args.tenant, args.document_id)
         drained = drive(settings, bus, quiet=True)
+        if version is not None:  # erase at once what the delete left in staging and on the bus
+            from manifold.ingest import erasure
+
+            ports = lifecycle_ports(settings)
+            erasure.collect(ports, args.tenant, settings.ingest.gc_grace_s, staging=ports.staging, bus=bus)
     finally:
         bus.close()
     if version is None:

@@ -29,6 +29,13 @@ class KafkaSettings(_Section):
     host: str = "127.0.0.1"
     port: int = Field(19092, ge=1, le=65535)
     heap_mb: int = Field(512, ge=128)
+    content_retention_ms: int = Field(
+        7 * 24 * 3600 * 1000, ge=60_000, le=90 * 24 * 3600 * 1000,
+        description="retention.ms of the topics that can hold document content (manifold.documents, "
+        "manifold.dlq): the longest a deleted document's bytes can stay in the Kafka log")
+    notice_retention_ms: int = Field(
+        7 * 24 * 3600 * 1000, ge=60_000, le=365 * 24 * 3600 * 1000,
+        description="retention.ms of the stage and publish topics (claim-check references, no content)")
 
     @property
     def bootstrap_servers(self) -> str:

@@ -6,12 +6,13 @@ auto-commit (the runner commits after effects are durable); `ensure_topics` is i
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
+from manifold.shared import topics
 from manifold.shared.errors import Transient
 
 
@@ -38,19 +39,49 @@ def consumer_config(bootstrap: str, group_id: str, client_id: str) -> dict[str, 
     }
 
 
-def ensure_topics(bootstrap: str, topics: Iterable[str], partitions: int) -> None:
-    """Create any missing topic with `partitions` partitions (replication 1 on the local stack)."""
+def ensure_topics(bootstrap: str, topics: Iterable[str], partitions: int,
+                  configs: Mapping[str, Mapping[str, str]] | None = None) -> None:
+    """Create any missing topic with `partitions` partitions (replication 1 on the local stack).
+    A topic named in `configs` is created with those topic configs, and an existing one has them
+    set (incrementally: other configs stay), so a retention bound also reaches older topics."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
+    configs = configs or {}
     existing = set(admin.list_topics(timeout=15).topics)
-    missing = [NewTopic(t, num_partitions=partitions, replication_factor=1) for t in topics if t not in existing]
-    if not missing:
-        return
-    for topic, future in admin.create_topics(missing).items():
+    missing = [NewTopic(t, num_partitions=partitions, replication_factor=1, config=dict(configs.get(t, {})))
+               for t in topics if t not in existing]
+    created: set[str] = set()
+    for topic, future in (admin.create_topics(missing).items() if missing else ()):
         try:
             future.result(timeout=30)
+            created.add(topic)
         except KafkaException as err:
             if err.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
+    present = [ConfigResource(ConfigResource.Type.TOPIC, t, incremental_configs=[
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in sorted(configs[t].items())])
+        for t in dict.fromkeys(topics) if t not in created and configs.get(t)]
+    for _resource, future in (admin.incremental_alter_configs(present).items() if present else ()):
+        future.result(timeout=30)
+
+
+def pipeline_topic_configs(kafka: Any) -> dict[str, dict[str, str]]:
+    """Topic configs that bound how long content can live in the Kafka log (README 'Erasure').
+
+    Only `manifold.documents` (inline content of upserts) and `manifold.dlq` (dead letters keep
+    the original message) can carry document bytes; stage and publish topics carry claim-check
+    references (ingest/notices.py), whose content lives in PostgreSQL where gc erases it. Each
+    topic rolls a segment at least daily, so a record is deleted at most `retention.ms` plus one
+    day (plus the broker's 5-minute retention check) after it was written."""
+    day = 24 * 3600 * 1000
+
+    def bounded(retention_ms: int) -> dict[str, str]:
+        return {"cleanup.policy": "delete", "retention.ms": str(retention_ms),
+                "segment.ms": str(min(retention_ms, day))}
+
+    content, notices = bounded(kafka.content_retention_ms), bounded(kafka.notice_retention_ms)
+    return {topics.DOCUMENTS: content, topics.DLQ: content,
+            **{t: notices for t in (topics.STAGE_PARSED, topics.STAGE_CHUNKED, topics.STAGE_EMBEDDED,
+                                    topics.STAGE_EXTRACTED, topics.PUBLISH)}}
 
 
 def send_sync(producer: Producer, topic: str, key: bytes | None, value: bytes,

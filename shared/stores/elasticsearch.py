@@ -293,6 +293,23 @@ class ElasticsearchTextIndex:
         mf.check_tenant(tenant_id)
         return mf.serving_drift(self._per_version(tenant_id), active)
 
+    def delete_tenant(self, tenant_id: str) -> dict[str, int]:
+        """Delete every document of the tenant from every manifold index (this one and any other
+        `manifold-*` index, e.g. a new schema version being backfilled); returns the count per
+        index. Idempotent."""
+        mf.check_tenant(tenant_id)
+        query = {"bool": {"filter": [{"term": {"tenant_id": tenant_id}}]}}
+        removed: dict[str, int] = {}
+        with _transient():
+            names = sorted(self._es.indices.get(index="manifold-*", expand_wildcards="open"))
+            for name in names:
+                other = self if name == self._index else ElasticsearchTextIndex(self._es, index=name, alias=None)
+                count = int(self._es.count(index=name, query=query)["count"])
+                if count:
+                    other._delete_matching(query)
+                removed[name] = count
+        return removed
+
     def tenants(self) -> set[str]:
         """Every tenant with a document in the index (for the reconciler's sweep)."""
         self._ensure()

@@ -164,6 +164,16 @@ RETURN v.document_id AS document_id, v.version AS version, 0 AS total, 0 AS on
 """
 
 
+_DROP_TENANT_BATCH = """
+MATCH (n {tenant_id: $tenant})
+WITH n LIMIT 5000
+OPTIONAL MATCH (n)-[r]-()
+WITH collect(DISTINCT n) AS ns, count(DISTINCT r) AS rels
+FOREACH (x IN ns | DETACH DELETE x)
+RETURN size(ns) AS nodes, rels
+"""
+
+
 def _version_edges(relation_types: Collection[str] | None) -> str:
     """The MATCH part binding `s`, `r`, `o` to one version's edges (tenant, document, version).
 
@@ -376,6 +386,19 @@ class Neo4jGraphStore:
     def serving_drift(self, tenant_id: str, active: set[tuple[str, int]]) -> set[tuple[str, int]]:
         mf.check_tenant(tenant_id)
         return mf.serving_drift(self._per_version(tenant_id), active)
+
+    def delete_tenant(self, tenant_id: str) -> dict[str, int]:
+        """Delete every node of the tenant (entities, document versions) with all their
+        relationships, in batches; returns the nodes and relationships removed. Idempotent."""
+        mf.check_tenant(tenant_id)
+        removed = {"nodes": 0, "relationships": 0}
+        while True:
+            with self._tx() as tx:
+                row = tx.run(_DROP_TENANT_BATCH, tenant=tenant_id).single(strict=True)
+            removed["nodes"] += row["nodes"]
+            removed["relationships"] += row["rels"]
+            if row["nodes"] == 0:
+                return removed
 
     def tenants(self) -> set[str]:
         with self._tx() as tx:

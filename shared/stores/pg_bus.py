@@ -25,10 +25,30 @@ from typing import Any
 
 import psycopg
 
+from manifold.shared import topics
 from manifold.shared.bus import BusMessage, Record, partition_for
 from manifold.shared.errors import Transient
+from manifold.shared.events import event_key
 
 _LOCK_SPACE = 0x6D62  # "mb": advisory-lock namespace of the bus (first key of the two-int form)
+_NEXT_OFFSET = (
+    'SELECT greatest((SELECT max("offset") + 1 FROM manifold.bus_messages WHERE topic = %(topic)s '
+    "AND partition = %(partition)s), (SELECT next_offset FROM manifold.bus_partitions WHERE topic = %(topic)s "
+    "AND partition = %(partition)s), 0)")
+
+
+def _version_of(value: bytes) -> int | None:
+    """The document version a pipeline message (event, stage notice, load notice, dead letter)
+    is about, or None if it cannot be read."""
+    try:
+        data = json.loads(value)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    doc = data.get("doc") if isinstance(data.get("doc"), dict) else data
+    version = doc.get("version")
+    return version if isinstance(version, int) and not isinstance(version, bool) else None
 
 
 class PostgresBus:
@@ -68,9 +88,7 @@ class PostgresBus:
             nexts: dict[tuple[str, int], int] = {}
             for topic, part in sorted({(r.topic, p) for r, p in placed}):
                 conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_LOCK_SPACE, f"{topic}/{part}"))
-                row = conn.execute(
-                    'SELECT coalesce(max("offset") + 1, 0) FROM manifold.bus_messages '
-                    "WHERE topic = %s AND partition = %s", (topic, part)).fetchone()
+                row = conn.execute(_NEXT_OFFSET, {"topic": topic, "partition": part}).fetchone()
                 nexts[(topic, part)] = int(row[0]) if row else 0
             rows = []
             for r, part in placed:
@@ -83,6 +101,10 @@ class PostgresBus:
                 cur.executemany(
                     'INSERT INTO manifold.bus_messages (topic, partition, "offset", key, value, headers) '
                     "VALUES (%s, %s, %s, %s, %s, %s::jsonb)", rows)
+                cur.executemany(
+                    "INSERT INTO manifold.bus_partitions (topic, partition, next_offset) VALUES (%s, %s, %s) "
+                    "ON CONFLICT (topic, partition) DO UPDATE SET next_offset = excluded.next_offset",
+                    [(t, p, n) for (t, p), n in sorted(nexts.items())])
         return out
 
     def fetch(self, topic: str, positions: Mapping[int, int], limit: int) -> list[BusMessage]:
@@ -118,8 +140,10 @@ class PostgresBus:
 
     def end_offsets(self, topic: str) -> dict[int, int]:
         with self._tx() as conn:
-            rows = conn.execute('SELECT partition, max("offset") + 1 FROM manifold.bus_messages '
-                                "WHERE topic = %s GROUP BY partition", (topic,)).fetchall()
+            rows = conn.execute(
+                'SELECT partition, max(n) FROM (SELECT partition, max("offset") + 1 AS n FROM manifold.bus_messages '
+                "WHERE topic = %(topic)s GROUP BY partition UNION ALL SELECT partition, next_offset "
+                "FROM manifold.bus_partitions WHERE topic = %(topic)s) e GROUP BY partition", {"topic": topic}).fetchall()
         ends = dict.fromkeys(range(self.partitions), 0)
         ends.update({int(p): int(o) for p, o in rows})
         return ends
@@ -127,6 +151,43 @@ class PostgresBus:
     def groups(self) -> list[str]:
         with self._tx() as conn:
             return [g for (g,) in conn.execute("SELECT DISTINCT group_id FROM manifold.bus_offsets ORDER BY 1")]
+
+    # -- erasure (not part of the Bus contract: Kafka bounds content by retention instead) -------
+    def erase_documents(self, tenant_id: str, deleted: Mapping[str, int]) -> int:
+        """Delete every message keyed `tenant/document` for a document in `deleted` whose version
+        (read from the message) is at most the tombstone version given: on the DLQ at once, on
+        any other topic once a consumer group has committed past it and none is behind it; a
+        message whose version cannot be read is deleted too. Messages of a newer upload, or not
+        yet consumed, stay (a later pass takes them). Returns how many were deleted. Offsets are
+        never reused (`bus_partitions` keeps each partition's next offset)."""
+        if not deleted:
+            return 0
+        keys = {event_key(tenant_id, d): v for d, v in deleted.items()}
+        with self._tx() as conn:
+            rows = conn.execute(
+                'SELECT m.topic, m.partition, m."offset", m.key, m.value FROM manifold.bus_messages m '
+                "WHERE m.key = ANY(%s) AND (m.topic = %s OR (EXISTS (SELECT 1 FROM manifold.bus_offsets o "
+                'WHERE o.topic = m.topic AND o.partition = m.partition AND o."offset" > m."offset") '
+                "AND NOT EXISTS (SELECT 1 FROM manifold.bus_offsets o WHERE o.topic = m.topic "
+                'AND o.partition = m.partition AND o."offset" <= m."offset")))', (list(keys), topics.DLQ)).fetchall()
+            doomed = [(t, p, o) for t, p, o, key, value in rows
+                      if (_version_of(bytes(value)) or 0) <= keys[bytes(key)]]
+            if doomed:
+                with conn.cursor() as cur:
+                    cur.executemany('DELETE FROM manifold.bus_messages WHERE topic = %s AND partition = %s '
+                                    'AND "offset" = %s', doomed)
+        return len(doomed)
+
+    def purge_tenant(self, tenant_id: str) -> int:
+        """Delete every message keyed `tenant/...` (and every dead letter naming the tenant), on
+        every topic, consumed or not; returns how many."""
+        prefix = event_key(tenant_id, "")
+        with self._tx() as conn:
+            cur = conn.execute(
+                "DELETE FROM manifold.bus_messages WHERE substring(key from 1 for %s) = %s "
+                "OR (topic = %s AND position(%s::bytea in value) > 0)",
+                (len(prefix), prefix, topics.DLQ, json.dumps({"tenant_id": tenant_id}, separators=(",", ":"))[1:-1].encode()))
+            return cur.rowcount
 
     def close(self) -> None:
         with self._lock:

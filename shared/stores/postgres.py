@@ -401,6 +401,36 @@ class PostgresStagingStore:
             raise StagedItemMissing(f"no {stage} payload under key {key!r} for tenant {tenant_id}")
         return _verified(bytes(row[0]), row[1], f"{stage} payload {key!r}")
 
+    def erase_deleted(self, tenant_id: str) -> dict[str, int]:
+        """Erase what deleted documents left in staging, in one tenant transaction; idempotent.
+
+        Removes every stage payload of a deleted document up to its tombstone version (in-flight
+        versions included: payloads are found by the document and version in their key) and of
+        every version gc has purged, and every blob whose content only such versions used (a blob
+        still named by a live version or by the upstream ledger's current version stays).
+        Returns the rows removed per table."""
+        with self._db.transaction(tenant_id) as conn:
+            payloads = conn.execute(_ERASE_PAYLOADS, {"tenant": tenant_id}).rowcount
+            blobs = conn.execute(_ERASE_BLOBS, {"tenant": tenant_id}).rowcount
+        return {"stage_payloads": payloads, "staging_blobs": blobs}
+
+
+_ERASE_PAYLOADS = """
+DELETE FROM manifold.stage_payloads p USING manifold.version_manifest m
+WHERE p.tenant_id = %(tenant)s AND m.tenant_id = %(tenant)s AND p.document_id = m.document_id
+  AND ((m.state = 'deleted' AND p.version <= m.version) OR (m.purged_at IS NOT NULL AND p.version = m.version))
+"""
+_ERASE_BLOBS = """
+DELETE FROM manifold.staging_blobs b
+WHERE b.tenant_id = %(tenant)s
+  AND b.sha256 IN (SELECT content_sha256 FROM manifold.version_manifest WHERE tenant_id = %(tenant)s
+                   AND (state = 'deleted' OR purged_at IS NOT NULL) AND content_sha256 IS NOT NULL)
+  AND NOT EXISTS (SELECT 1 FROM manifold.version_manifest m WHERE m.tenant_id = %(tenant)s
+                  AND m.content_sha256 = b.sha256 AND m.state <> 'deleted' AND m.purged_at IS NULL)
+  AND NOT EXISTS (SELECT 1 FROM manifold.upstream_versions u WHERE u.tenant_id = %(tenant)s
+                  AND u.content_sha256 = b.sha256 AND NOT u.deleted)
+"""
+
 
 def _verified(content: bytes, sha256: str, what: str) -> bytes:
     if hashlib.sha256(content).hexdigest() != sha256:

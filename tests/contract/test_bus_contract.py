@@ -34,3 +34,29 @@ class TestPostgresBus(BusContract):
         yield make
         for bus in made:
             bus.close()
+
+    def test_erase_deletes_consumed_messages_of_a_deleted_document_and_never_reuses_offsets(self, make_bus) -> None:
+        """Finding 3 of issue 13: the embedded bus kept a deleted document's upsert forever."""
+        import json
+        import uuid
+
+        from manifold.shared.bus import Record
+        from manifold.shared.events import event_key
+
+        bus = make_bus()
+        topic, tenant = f"t-erase-{uuid.uuid4().hex[:8]}", f"erase-{uuid.uuid4().hex[:8]}"
+        key = event_key(tenant, "doc.txt")
+        body = [json.dumps({"tenant_id": tenant, "document_id": "doc.txt", "version": v}).encode() for v in (1, 2, 3)]
+        placed = bus.append([Record(topic, key, b) for b in body] + [Record(topic, key, b"not json")])
+        part = placed[0].partition()
+        assert bus.erase_documents(tenant, {"doc.txt": 2}) == 0  # nothing consumed yet: nothing erased
+        bus.commit("g", topic, {part: placed[1].offset() + 1})  # versions 1 and 2 consumed
+        assert bus.erase_documents(tenant, {"doc.txt": 2}) == 2
+        left = [m.value() for m in bus.fetch(topic, {part: 0}, 10)]
+        assert left == [body[2], b"not json"]  # a newer version and an unconsumed message stay
+        bus.commit("g", topic, {part: placed[3].offset() + 1})
+        assert bus.erase_documents(tenant, {"doc.txt": 3}) == 2  # the newest row of the partition too
+        assert bus.fetch(topic, {part: 0}, 10) == []
+        again = bus.append([Record(topic, key, b"after")])
+        assert again[0].offset() == placed[3].offset() + 1  # the offset is not handed out twice
+        assert bus.end_offsets(topic)[part] == placed[3].offset() + 2

@@ -119,12 +119,36 @@ def test_a_long_table_never_splits_a_row_and_repeats_the_header() -> None:
     assert result.chunks[0].identifiers[:2] == ["PRD-401", "PRD-402"]
 
 
-def test_an_oversize_row_becomes_its_own_chunk() -> None:
-    header, big = ["code", "note"], ["PRD-1", "x " * 200]
+def test_an_oversize_row_is_split_into_column_slices_within_the_limit() -> None:
+    header, big = ["code", "note"], ["PRD-1", " ".join(["x"] * 200)]
     rows = [header, ["PRD-0", "short"], big, ["PRD-2", "short"]]
     result = _chunked([_el("Table", "", rows=rows)], versions=_versions(max_chars=200))
-    assert [c.text.split("\n")[1].split(" | ")[0] for c in result.chunks] == ["PRD-0", "PRD-1", "PRD-2"]
-    assert result.chunks[1].text == "code | note\nPRD-1 | " + "x " * 200
+    texts = [c.text for c in result.chunks]
+    assert all(len(t) <= 200 for t in texts)
+    assert texts[0] == "code | note\nPRD-0 | short" and texts[-1] == "code | note\nPRD-2 | short"
+    assert texts[1] == "code\nPRD-1"  # the row's first column slice
+    pieces = texts[2:-1]
+    assert all(t.startswith("note\n") for t in pieces) and len(pieces) >= 2
+    assert " ".join(t.split("\n", 1)[1] for t in pieces) == big[1]  # every character of the cell, in order
+
+
+def test_a_million_character_wide_row_never_makes_a_chunk_over_the_limit() -> None:
+    """Finding 4 of issue 13: a very wide table became one 13.9-million-character chunk."""
+    width = 1000
+    header = [f"column_{i}" for i in range(width)]
+    rows = [header, [f"value_{i}" for i in range(width)], [f"v{i}" for i in range(width)]]
+    result = _chunked([_el("Table", "", rows=rows)], versions=_versions(max_chars=300))
+    assert all(len(c.text) <= 300 for c in result.chunks)
+    heads = [h for c in result.chunks for h in c.text.split("\n")[0].split(" | ")]
+    assert heads == header * 2  # each row once, every column in order under its own header
+    cells = [v for c in result.chunks for v in c.text.split("\n")[1].split(" | ")]
+    assert cells == rows[1] + rows[2]
+
+
+def test_a_header_too_wide_for_one_chunk_slices_every_row() -> None:
+    header = ["h" * 150, "k" * 150, "m"]
+    result = _chunked([_el("Table", "", rows=[header, ["1", "2", "3"]])], versions=_versions(max_chars=200))
+    assert [c.text for c in result.chunks] == ["h" * 150 + "\n1", "k" * 150 + " | m\n2 | 3"]
 
 
 def test_list_items_stay_whole_and_together() -> None:
@@ -238,3 +262,13 @@ def test_text_chunks_never_exceed_the_limit(max_chars: int, overlap: int) -> Non
     assert all(len(c.text) <= max_chars for c in result.chunks)
     joined = "\n".join(c.text for c in result.chunks)
     assert all(s in joined for s in SENTENCES)
+
+
+def test_a_document_making_more_chunks_than_the_limit_is_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
+    from manifold.shared.errors import BadInput
+
+    monkeypatch.setattr(chunk, "MAX_CHUNKS", 3)
+    rows = [["code", "note"], *[[f"PRD-{i}", "x" * 150] for i in range(4)]]
+    with pytest.raises(BadInput, match="more than 3 chunks of at most 200 characters"):
+        _chunked([_el("Table", "", rows=rows)], versions=_versions(max_chars=200))
+    assert len(_chunked([_el("Table", "", rows=rows[:4])], versions=_versions(max_chars=200)).chunks) == 3

@@ -311,3 +311,16 @@ def test_invoice_document_with_a_line_table_and_a_price_list() -> None:
     assert out.review == []
     assert ("CONTAINS", "INV-2026-0148", "PRD-482", None, None) in triples(out)
     assert ("SUPPLIES", "Supplier Beta", "PRD-482", None, None) in triples(out)
+
+
+def test_a_table_review_item_keeps_a_bounded_number_of_raw_rows() -> None:
+    """Finding 4 of issue 13: one bad table of a large file must not stage its whole content again."""
+    from manifold.ingest.extract import MAX_ISSUE_ROWS
+
+    lines = [["product_code", "description", "quantity", "amount"]]
+    lines += [[f"PRD-{i}", f"part {i}", "1", "2.00"] for i in range(MAX_ISSUE_ROWS + 50)]
+    out = handle(make_doc(["A list of parts."], [lines]))  # line items, but no record number anywhere
+    [issue] = out.review
+    assert len(issue.payload["rows"]) == MAX_ISSUE_ROWS  # type: ignore[arg-type]
+    assert issue.payload["rows_omitted"] == 50
+    assert issue.payload["row_numbers"] == list(range(1, MAX_ISSUE_ROWS + 51))

@@ -377,6 +377,33 @@ def test_corrupt_input_is_bad_input_with_a_reason(media_type: str, content: byte
     assert " at 0x" not in str(caught.value)  # messages are stable: no object addresses
 
 
+def test_a_table_wider_than_the_column_limit_is_rejected_with_the_reason() -> None:
+    """Finding 4 of issue 13: a million-column CSV was accepted as one giant row."""
+    from manifold.ingest.parse_formats import MAX_TABLE_COLUMNS
+
+    wide = MAX_TABLE_COLUMNS + 1
+    csv_row = ",".join(f"c{i}" for i in range(wide)).encode()
+    with pytest.raises(BadInput, match=f"CSV row 2 has {wide} columns; the limit is {MAX_TABLE_COLUMNS}"):
+        _parse("text/csv", b"a,b\n" + csv_row + b"\n")
+    records = json.dumps([{f"k{i}": i for i in range(wide)}]).encode()
+    with pytest.raises(BadInput, match=f"JSON records at <root> has {wide} columns"):
+        _parse("application/json", records)
+    html = ("<table><tr>" + "<td>x</td>" * wide + "</tr></table>").encode()
+    with pytest.raises(BadInput, match=f"HTML table has {wide} columns"):
+        _parse("text/html", html)
+    at_limit = ",".join(f"c{i}" for i in range(MAX_TABLE_COLUMNS)).encode()
+    assert len(_parse("text/csv", at_limit + b"\n" + at_limit).elements[0].rows[0]) == MAX_TABLE_COLUMNS
+
+
+def test_too_many_layout_elements_is_rejected_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    from manifold.ingest import parse
+
+    monkeypatch.setattr(parse, "MAX_ELEMENTS", 3)
+    with pytest.raises(BadInput, match="more than 3 layout elements"):
+        _parse("application/json", b'{"a": 1, "b": 2, "c": 3, "d": 4}')
+    assert len(_parse("application/json", b'{"a": 1, "b": 2, "c": 3}').elements) == 3
+
+
 def test_a_docx_zip_bomb_with_a_lying_header_fails_in_bounded_memory() -> None:
     """A member that declares 1,000 bytes but inflates to 64 MiB: rejected by its CRC after
     bounded reads, not inflated whole by the DOCX library first."""
