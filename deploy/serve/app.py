@@ -154,7 +154,7 @@ def create_app(settings: ManifoldSettings, backend: Backend, verifier: TokenVeri
     async def _measure(request: Request, call_next: Callable[[Request], Any]) -> Response:
         started = time.monotonic()
         response: Response = await call_next(request)
-        route = getattr(request.scope.get("route"), "path", None) or "unmatched"
+        route = getattr(request.scope.get("route"), "path", None) or _template(app, request.scope)
         HTTP_REQUESTS.labels(route, request.method, f"{response.status_code // 100}xx").inc()
         HTTP_SECONDS.labels(route).observe(time.monotonic() - started)
         return response
@@ -353,6 +353,17 @@ def create_app(settings: ManifoldSettings, backend: Backend, verifier: TokenVeri
                            allow_methods=["GET", "POST", "DELETE"], allow_headers=["authorization", "content-type",
                                                                                    "mcp-protocol-version"])
     return app
+
+
+def _template(app: FastAPI, scope: Any) -> str:
+    """The path template of the route that serves `scope` (bounded metric labels), or `unmatched`."""
+    from starlette.routing import Match
+
+    for route in app.router.routes:
+        match, _ = route.matches(scope)
+        if match == Match.FULL:
+            return str(getattr(route, "path", "unmatched"))
+    return "unmatched"
 
 
 class McpGuard:

@@ -45,10 +45,6 @@ async def send_problem(scope: Scope, receive: Receive, send: Send, status: int, 
     await problem(status, slug, detail, instance=scope.get("path", ""), headers=headers)(scope, receive, send)
 
 
-class _TooLarge(Exception):
-    pass
-
-
 class BodyLimit:
     """ASGI middleware: 413 for a body over `limit_for(scope)` bytes (see module guarantees)."""
 
@@ -73,28 +69,35 @@ class BodyLimit:
                                        f"the body is {declared} bytes; the limit here is {limit}")
                     return
         seen = 0
-        started = False
+        started = rejected = False
 
         async def limited_receive() -> MutableMapping[str, Any]:
-            nonlocal seen
+            nonlocal seen, rejected
+            if rejected:
+                return {"type": "http.disconnect"}
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
-                if seen > limit:
-                    raise _TooLarge
+                if seen > limit:  # answer 413 now; the app sees a disconnect and its output is dropped
+                    rejected = True
+                    if not started:
+                        await send_problem(scope, receive, send, 413, "body-too-large",
+                                           f"the body passed the limit of {limit} bytes")
+                    return {"type": "http.disconnect"}
             return message
 
-        async def tracking_send(message: MutableMapping[str, Any]) -> None:
+        async def guarded_send(message: MutableMapping[str, Any]) -> None:
             nonlocal started
+            if rejected:
+                return
             started = started or message["type"] == "http.response.start"
             await send(message)
 
         try:
-            await self.app(scope, limited_receive, tracking_send)
-        except _TooLarge:
-            if not started:
-                await send_problem(scope, receive, send, 413, "body-too-large",
-                                   f"the body passed the limit of {limit} bytes")
+            await self.app(scope, limited_receive, guarded_send)
+        except Exception:
+            if not rejected:
+                raise
 
 
 class RateLimiter:
