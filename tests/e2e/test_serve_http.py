@@ -39,6 +39,7 @@ class Served:
     northstar: str
     southwind: str
     northstar_docs: tuple[str, ...]
+    southwind_docs: tuple[str, ...]
 
     def token(self, tenant: str | None = None, **kw: object) -> str:
         return token(self.settings, tenant or self.northstar, **kw)  # type: ignore[arg-type]
@@ -77,7 +78,8 @@ def _distributed(request: pytest.FixtureRequest) -> Iterator[Served]:
     app, backend = build(s, GatewayBackend(s))
     try:
         with running_uvicorn(app) as url:
-            yield Served("distributed", url, s, world.northstar, world.southwind, world.documents[world.northstar])
+            yield Served("distributed", url, s, world.northstar, world.southwind, world.documents[world.northstar],
+                         world.documents[world.southwind])
     finally:
         backend.close()
         stop.set()
@@ -105,7 +107,8 @@ def _embedded(request: pytest.FixtureRequest) -> Iterator[Served]:
     app, backend = build(s, InProcessBackend.from_settings(s))
     try:
         with running_uvicorn(app) as url:
-            yield Served("embedded", url, s, world.northstar, world.southwind, world.documents[world.northstar])
+            yield Served("embedded", url, s, world.northstar, world.southwind, world.documents[world.northstar],
+                         world.documents[world.southwind])
     finally:
         backend.close()
 
@@ -337,3 +340,123 @@ def test_upload_json_and_multipart_until_active_then_delete_with_the_client(serv
         with pytest.raises(ProblemError) as missing:
             client.delete("notes/never-published.txt")
         assert missing.value.status == 404
+
+
+# -- MCP: streamable HTTP at /mcp and stdio (`manifold mcp`) -------------------------------------------
+TOOLS = {"ask", "search_passages", "lookup", "metric", "graph_neighbours", "document_status"}
+CALLS = {
+    "ask": {"question": "Find invoice INV-2026-0211", "deadline_ms": 60_000},
+    "search_passages": {"query": "differential pressure calibration", "mode": "bm25", "deadline_ms": 60_000},
+    "lookup": {"identifier": "INV-2026-0211", "deadline_ms": 60_000},
+    "metric": {"metric": "total_spend", "supplier_names": ["Supplier Beta"], "period_start": "2026-01-01",
+               "period_end": "2026-04-01", "deadline_ms": 60_000},
+    "graph_neighbours": {"kind": "product", "name": "PRD-482", "relation": "SUPPLIES", "direction": "in",
+                         "deadline_ms": 60_000},
+    "document_status": {},
+}
+
+
+async def _session_calls(session: object) -> tuple[dict[str, object], dict[str, dict]]:
+    await session.initialize()  # type: ignore[attr-defined]
+    listed = await session.list_tools()  # type: ignore[attr-defined]
+    tools = {t.name: t for t in listed.tools}
+    results = {}
+    for name, arguments in CALLS.items():
+        result = await session.call_tool(name, arguments)  # type: ignore[attr-defined]
+        assert not result.isError, (name, result.content)
+        results[name] = result.structuredContent
+    return tools, results
+
+
+async def _over_http(url: str, token_: str) -> tuple[dict[str, object], dict[str, dict]]:
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {token_}"}, timeout=120) as http, \
+            streamable_http_client(f"{url}/mcp", http_client=http) as (read, write, _), \
+            ClientSession(read, write) as session:
+        return await _session_calls(session)
+
+
+def _check_northstar_evidence(served: Served, tools: dict[str, object], results: dict[str, dict]) -> None:
+    assert set(tools) == TOOLS
+    for name in TOOLS - {"document_status"}:
+        schema = tools[name].inputSchema  # type: ignore[attr-defined]
+        assert "tenant" not in str(schema) and schema["type"] == "object"
+        assert tools[name].outputSchema["properties"]["evidence"]  # type: ignore[attr-defined]
+    assert results["ask"]["status"] == "answered"
+    assert "invoices/inv-2026-0211.csv" in _docs(results["ask"])
+    assert results["search_passages"]["evidence"][0]["document_id"] == "contracts/ctr-2026-0001.md"
+    assert results["search_passages"]["evidence"][0]["chunk_id"]
+    assert "invoices/inv-2026-0211.csv" in _docs(results["lookup"])
+    assert results["metric"]["status"] in {"answered", "partial"}, results["metric"]
+    assert any(ev["kind"] == "record" for ev in results["metric"]["evidence"])
+    assert any(ev["kind"] == "edge" for ev in results["graph_neighbours"]["evidence"]), results["graph_neighbours"]
+    docs = {d["document_id"]: d for d in results["document_status"]["documents"]}
+    assert docs["invoices/inv-2026-0211.csv"]["state"] == "active"
+    for name in TOOLS - {"document_status"}:
+        assert all(ev["tenant_id"] == served.northstar for ev in results[name]["evidence"]), name
+        assert all(ev["version"] for ev in results[name]["evidence"] if ev["document_id"]), name
+
+
+def test_mcp_over_streamable_http_lists_and_calls_every_tool(served: Served) -> None:
+    import anyio
+
+    tools, results = anyio.run(_over_http, served.url, served.token())
+    _check_northstar_evidence(served, tools, results)
+
+
+def test_mcp_another_tenant_s_token_sees_nothing_of_northstar(served: Served) -> None:
+    import anyio
+
+    _, results = anyio.run(_over_http, served.url, served.token(served.southwind))
+    northstar_only = set(served.northstar_docs) - set(served.southwind_docs)
+    assert "invoices/inv-2026-0211.csv" in northstar_only
+    for name, result in results.items():
+        if name == "document_status":
+            assert {d["document_id"] for d in result["documents"]} == set(served.southwind_docs)
+            continue
+        assert all(ev["tenant_id"] == served.southwind for ev in result["evidence"]), name
+        assert not (_docs(result) & northstar_only), name
+
+
+def test_mcp_over_stdio_with_the_configured_token(served: Served) -> None:
+    import os
+    import sys
+
+    import anyio
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    s = served.settings
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MANIFOLD_")}
+    env.update({"MANIFOLD_PROFILE": served.profile, "MANIFOLD_SERVER__MCP_TOKEN": served.token(),
+                "MANIFOLD_KAFKA__PORT": str(s.kafka.port), "MANIFOLD_POSTGRES__PORT": str(s.postgres.port),
+                "MANIFOLD_ELASTICSEARCH__PORT": str(s.elasticsearch.port),
+                "MANIFOLD_NEO4J__BOLT_PORT": str(s.neo4j.bolt_port),
+                "MANIFOLD_QUERY__REQUEST_TOPIC": s.query.request_topic,
+                "MANIFOLD_QUERY__REPLY_TOPIC": s.query.reply_topic, "MANIFOLD_EMBEDDED__DIR": str(s.embedded.dir),
+                "HF_HUB_OFFLINE": "1"})
+    params = StdioServerParameters(command=os.path.join(os.path.dirname(sys.executable), "manifold"),
+                                   args=["mcp"], env=env)
+
+    async def session() -> tuple[dict[str, object], dict[str, dict]]:
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as sess:
+            return await _session_calls(sess)
+
+    tools, results = anyio.run(session)
+    _check_northstar_evidence(served, tools, results)
+
+
+def test_manifold_mcp_refuses_to_start_without_a_valid_token(served: Served) -> None:
+    import os
+    import subprocess
+    import sys
+
+    cli = os.path.join(os.path.dirname(sys.executable), "manifold")
+    env = {k: v for k, v in os.environ.items() if k != "MANIFOLD_SERVER__MCP_TOKEN"}
+    done = subprocess.run([cli, "mcp"], env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2 and "MANIFOLD_SERVER__MCP_TOKEN" in done.stderr
+    env["MANIFOLD_SERVER__MCP_TOKEN"] = served.token(ttl_s=60, now=time.time() - 3600)
+    done = subprocess.run([cli, "mcp"], env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2 and "expired" in done.stderr
