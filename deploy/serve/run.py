@@ -9,6 +9,10 @@ that token's principal only.
 from __future__ import annotations
 
 import logging
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from manifold.shared.config import ManifoldSettings
@@ -34,6 +38,28 @@ def uvicorn_server(app: Any, host: str, port: int) -> Any:
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
                             timeout_graceful_shutdown=10, lifespan="on")
     return uvicorn.Server(config)
+
+
+@contextmanager
+def in_thread(app: Any, host: str = "127.0.0.1", port: int = 0, start_timeout_s: float = 60.0) -> Iterator[str]:
+    """Serve `app` with uvicorn in a background thread (port 0: a free one); yields the base URL
+    once it accepts connections, and stops it on exit. For tests, benchmarks and embedding."""
+    server = uvicorn_server(app, host, port)
+    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]  # not the main thread
+    thread = threading.Thread(target=server.run, name="manifold-serve-uvicorn", daemon=True)
+    thread.start()
+    give_up = time.monotonic() + start_timeout_s
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > give_up:
+            server.should_exit = True
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.05)
+    bound = server.servers[0].sockets[0].getsockname()
+    try:
+        yield f"http://{host}:{bound[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(30)
 
 
 def serve(settings: ManifoldSettings, host: str, port: int, say: Any = print) -> None:
