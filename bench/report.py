@@ -378,6 +378,24 @@ def other_section(results: Path, shown: set[str]) -> list[str]:
     return out + (_table(["file", "headline values"], rows) if rows else ["None."]) + [""]
 
 
+def serve_section(results: Path) -> list[str]:
+    data = _load(results, "serve_latency.json")
+    out = ["## HTTP gateway vs Kafka route", ""]
+    if data is None:
+        return out + ["Not measured yet: run `bench/serve_latency.py` (stack up and migrated).", ""]
+    out += [f"Source: `bench/results/serve_latency.json` ({data['iterations']} iterations of "
+            f"{len(data['questions'])} sample-world questions per route, machine: {_machine_note(data)}). "
+            "`POST /v1/ask` through the distributed gateway (`manifold serve`, uvicorn, keep-alive client) against "
+            "`QueryClient.ask` on the request/reply topics, same query worker, interleaved in random order.", ""]
+    rows = [[name, o["n"], o["p50_ms"], o["p95_ms"]] for name, o in data["overall"].items()]
+    out += _table(["route", "n", "p50 ms", "p95 ms"], rows)
+    out += ["", f"Ratio HTTP/Kafka: p50 **{_fmt(data['ratio_p50'])}**, p95 **{_fmt(data['ratio_p95'])}**; "
+            f"failed requests: {len(data.get('failures', []))}. The HTTP route contains the Kafka route (the gateway "
+            "forwards over the same topics), so the difference is the HTTP layer: parsing, the token check, JSON "
+            "out; on a shared 2-core machine the p95s are within each other's noise.", ""]
+    return out
+
+
 def build(results: Path) -> str:
     m = machine()
     lines = ["# Benchmarks", "",
@@ -391,7 +409,9 @@ def build(results: Path) -> str:
     lines += latency_section(results)
     lines += scifact_section(results)
     lines += golden_section(results)
-    lines += other_section(results, {"ingest_throughput.json", "query_latency.json", "scifact.json", "eval_golden.json"})
+    lines += serve_section(results)
+    lines += other_section(results, {"ingest_throughput.json", "query_latency.json", "scifact.json", "eval_golden.json",
+                                     "serve_latency.json"})
     return "\n".join(lines) + "\n"
 
 

@@ -119,14 +119,15 @@ class QueryClient:
         )
         return self.send(request)
 
-    def send(self, request: QueryRequest) -> QueryReply:
-        """Send a prepared request (its reply_topic must be this client's) and wait for its reply."""
+    def send(self, request: QueryRequest, *, token: str | None = None) -> QueryReply:
+        """Send a prepared request (its reply_topic must be this client's) and wait for its reply.
+        `token` overrides the client's token for this request (a gateway forwards its caller's)."""
         if request.reply_topic != self.reply_topic:
             raise ValueError(f"request replies to {request.reply_topic!r}, this client listens on {self.reply_topic!r}")
         with self._lock:
             if self._closed:
                 raise RuntimeError("client is closed")
-            key, value, headers = protocol.encode_request(request, self.token)
+            key, value, headers = protocol.encode_request(request, token or self.token)
             wait_s = max(0.0, (request.deadline - protocol.utcnow()).total_seconds()) + self.grace_s
             give_up = time.monotonic() + wait_s
             try:  # the send shares the deadline: an unreachable broker must not hold the caller past it

@@ -207,6 +207,22 @@ class QuerySettings(_Section):
     metrics_port: int = Field(9465, ge=0, le=65535, description="0 disables /metrics on query workers")
 
 
+class ServerSettings(_Section):
+    """`manifold serve` (HTTP API + MCP over streamable HTTP) and `manifold mcp` (MCP over stdio)."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=0, le=65535)
+    max_request_bytes: int = Field(64 * 1024, ge=1024, le=16 * 1024 * 1024)
+    """Largest JSON body (413 above it); uploads may be up to `ingest.max_document_bytes` plus 1 MiB."""
+    rate_per_minute: int = Field(600, ge=0, description="requests per principal per minute; 0 disables")
+    rate_burst: int = Field(60, ge=1, description="requests a principal may send at once")
+    cors_origins: tuple[str, ...] = ()
+    """Origins allowed to call the API from a browser; empty (the default) sends no CORS headers."""
+    gateway_clients: int = Field(4, ge=1, le=64, description="Kafka request/reply clients of a distributed gateway")
+    mcp_token: SecretStr | None = None
+    """The principal token `manifold mcp` (stdio) acts as; HTTP callers send their own."""
+
+
 class StackSettings(_Section):
     """Where `manifold stack` keeps artifacts, data, logs and pids, and which JVM it runs."""
 
@@ -257,6 +273,7 @@ class ManifoldSettings(BaseSettings):
     stack: StackSettings = StackSettings()
     embedded: EmbeddedSettings = EmbeddedSettings()
     tracing: TracingSettings = TracingSettings()
+    server: ServerSettings = ServerSettings()
 
     @model_validator(mode="after")
     def _no_unknown_environment(self) -> ManifoldSettings:

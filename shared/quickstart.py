@@ -235,6 +235,12 @@ def ask_all(settings: ManifoldSettings, world: Tenants, *, out: Callable[[str], 
     return results
 
 
+def serve_command(settings: ManifoldSettings) -> str:
+    """The one command that serves this data directory's sample world over HTTP (and MCP at /mcp)."""
+    return (f"MANIFOLD_EMBEDDED__DIR={settings.embedded.dir.resolve()} manifold serve --profile embedded "
+            f"--port {settings.server.port}   # then: TOKEN=$(manifold token --tenant northstar)")
+
+
 def run(settings: ManifoldSettings, *, reset: bool = False, quiet: bool = False,
         out: Callable[[str], None] = print, tenant_prefix: str = "") -> int:
     from manifold.ingest import embedded, sample_world
@@ -255,4 +261,5 @@ def run(settings: ManifoldSettings, *, reset: bool = False, quiet: bool = False,
         + (f"; FAILED: {', '.join(failed)}" if failed else ""))
     if not failed:
         out("next: manifold ask --profile embedded --tenant northstar \"Find invoice INV-2026-0211\"")
+        out(f"serve the sample world over HTTP and MCP: {serve_command(settings)}")
     return 1 if failed else 0

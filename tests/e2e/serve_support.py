@@ -1,0 +1,26 @@
+"""Helpers for the `manifold serve` tests: a real uvicorn on a loopback port, in a thread."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from manifold.query.auth import mint_token
+from manifold.shared.config import ManifoldSettings
+
+
+@contextmanager
+def running_uvicorn(app: Any) -> Iterator[str]:
+    """Serve `app` with a real uvicorn on 127.0.0.1 (a free port); yields the base URL."""
+    from manifold.deploy.serve.run import in_thread
+
+    with in_thread(app) as url:
+        yield url
+
+
+def token(settings: ManifoldSettings, tenant: str, *, scopes: tuple[str, ...] = ("query:read", "documents:write"),
+          ttl_s: int = 600, now: float | None = None, key: str | None = None) -> str:
+    q = settings.query
+    return mint_token(key or q.token_key.get_secret_value(), tenant_id=tenant, subject="e2e-http", scopes=scopes,
+                      issuer=q.token_issuer, audience=q.token_audience, ttl_s=ttl_s, now=now)
