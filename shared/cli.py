@@ -57,25 +57,9 @@ def _migrate(args: argparse.Namespace) -> int:
 
 
 def _upstream_client(settings):  # type: ignore[no-untyped-def]
-    from confluent_kafka import Producer
+    from manifold.ingest.client import kafka_upstream_client
 
-    from manifold.ingest.client import UpstreamClient
-    from manifold.shared import topics
-    from manifold.shared.envelope_auth import signer_from_settings
-    from manifold.shared.kafka import ensure_topics, pipeline_topic_configs, producer_config
-    from manifold.shared.stores.ledger import PostgresVersionLedger
-    from manifold.shared.stores.postgres import PostgresStagingStore
-
-    signer = signer_from_settings(settings)  # NoProducerKey (a ValueError) before anything connects
-    ensure_topics(settings.kafka.bootstrap_servers, topics.PIPELINE_TOPICS, topics.DEFAULT_PARTITIONS,
-                  pipeline_topic_configs(settings.kafka))
-    return UpstreamClient(
-        producer=Producer(producer_config(settings.kafka.bootstrap_servers, "manifold-ingest-cli")),
-        ledger=PostgresVersionLedger(settings.postgres.ingest_conninfo()),
-        staging=PostgresStagingStore.from_settings(settings),
-        max_document_bytes=settings.ingest.max_document_bytes,
-        signer=signer,
-    )
+    return kafka_upstream_client(settings, "manifold-ingest-cli")
 
 
 def _no_producer_key(command: str, settings) -> bool:  # type: ignore[no-untyped-def]

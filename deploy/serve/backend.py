@@ -130,21 +130,9 @@ class GatewayBackend:
     def _client(self) -> Any:
         with self._lock:
             if self._upstream is None:
-                from confluent_kafka import Producer
+                from manifold.ingest.client import kafka_upstream_client
 
-                from manifold.ingest.client import UpstreamClient
-                from manifold.shared import topics
-                from manifold.shared.kafka import ensure_topics, producer_config
-                from manifold.shared.stores.ledger import PostgresVersionLedger
-                from manifold.shared.stores.postgres import PostgresStagingStore
-
-                s = self._settings
-                ensure_topics(s.kafka.bootstrap_servers, topics.PIPELINE_TOPICS, topics.DEFAULT_PARTITIONS)
-                self._upstream = UpstreamClient(
-                    producer=Producer(producer_config(s.kafka.bootstrap_servers, "manifold-serve")),
-                    ledger=PostgresVersionLedger(s.postgres.ingest_conninfo()),
-                    staging=PostgresStagingStore.from_settings(s),
-                    max_document_bytes=s.ingest.max_document_bytes)
+                self._upstream = kafka_upstream_client(self._settings, "manifold-serve")
             return self._upstream
 
     def publish(self, tenant_id: str, document_id: str, content: bytes, media_type: str) -> int | None:
