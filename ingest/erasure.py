@@ -21,7 +21,7 @@ Guarantees (README 'Erasure'):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -75,7 +75,7 @@ class PurgePorts:
     `postgres(tenant)`), and the external text index and graph (None on the embedded profile,
     where they are PostgreSQL tables)."""
 
-    postgres: object
+    postgres: Callable[[str], dict[str, int]]
     text: TenantStore | None = None
     graph: TenantStore | None = None
 
@@ -88,5 +88,5 @@ def purge_tenant(ports: PurgePorts, tenant_id: str) -> dict[str, dict[str, int]]
         removed["elasticsearch"] = ports.text.delete_tenant(tenant_id)
     if ports.graph is not None:
         removed["neo4j"] = ports.graph.delete_tenant(tenant_id)
-    removed["postgres"] = ports.postgres(tenant_id)  # type: ignore[operator]
+    removed["postgres"] = ports.postgres(tenant_id)
     return removed
