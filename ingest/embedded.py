@@ -208,13 +208,14 @@ class EmbeddedPipeline:
     `manifold ingest` commands do not deliver the same messages twice at once.
     """
 
-    def __init__(self, settings: ManifoldSettings, bus: Bus, ports: pipeline.Ports, *, batch: int = 8) -> None:
-        from manifold.ingest.workers import stage_specs
+    def __init__(self, settings: ManifoldSettings, bus: Bus, ports: pipeline.Ports, *, batch: int | None = None) -> None:
+        from manifold.ingest.workers import batch_policy, stage_specs
 
         self.settings = settings
         self.bus = bus
         self.ports = ports
-        self.batch = batch
+        policy = batch_policy(settings)
+        self.batch = batch or policy.max_messages
         specs = stage_specs(ports, settings)
         ing = settings.ingest
         retry = RetryPolicy(ing.max_attempts, ing.retry_initial_s, ing.retry_max_s)
@@ -222,7 +223,7 @@ class EmbeddedPipeline:
         for role in ROLES:
             consumer = BusConsumer(bus, f"manifold.{role}")
             consumer.subscribe([specs[role].source])
-            self.runners[role] = StageRunner(specs[role], consumer, BusProducer(bus), retry)  # type: ignore[arg-type]
+            self.runners[role] = StageRunner(specs[role], consumer, BusProducer(bus), retry, policy)  # type: ignore[arg-type]
 
     def drain(self, progress: Callable[[str, int], None] = lambda _s, _n: None, max_passes: int = 100_000) -> DrainReport:
         """Run every stage until a full pass finds no message anywhere; `progress(stage, n)` after

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from manifold.ingest import pipeline
 from manifold.ingest.notices import StageNotice
-from manifold.ingest.runner import Output, RetryPolicy, StageRunner, StageSpec
+from manifold.ingest.runner import BatchPolicy, Output, RetryPolicy, StageRunner, StageSpec
 from manifold.shared import topics
 from manifold.shared.artifacts import LoadNotice
 from manifold.shared.config import ManifoldSettings
@@ -177,6 +177,11 @@ def stage_specs(ports: pipeline.Ports, settings: ManifoldSettings | None = None)
     return specs
 
 
+def batch_policy(settings: ManifoldSettings) -> BatchPolicy:
+    ing = settings.ingest
+    return BatchPolicy(ing.batch_max_messages, ing.batch_max_bytes, ing.batch_linger_s)
+
+
 def run(settings: ManifoldSettings, roles: Sequence[str], stop: threading.Event) -> None:
     """Run `roles` until `stop` is set; a role that crashes stops the whole process (exit != 0)."""
     unknown = set(roles) - set(ROLES) - set(EXTRA_ROLES)
@@ -193,6 +198,7 @@ def run(settings: ManifoldSettings, roles: Sequence[str], stop: threading.Event)
         start_http_server(settings.ingest.metrics_port, addr="127.0.0.1")
     specs = stage_specs(ports, settings)
     retry = RetryPolicy(settings.ingest.max_attempts, settings.ingest.retry_initial_s, settings.ingest.retry_max_s)
+    batch = batch_policy(settings)
     failures: list[BaseException] = []
 
     def work(role: str) -> None:
@@ -212,6 +218,7 @@ def run(settings: ManifoldSettings, roles: Sequence[str], stop: threading.Event)
             Consumer(consumer_config(bootstrap, f"manifold.{role}", f"manifold-{role}-{os.getpid()}")),
             Producer(producer_config(bootstrap, f"manifold-{role}-{os.getpid()}")),
             retry,
+            batch,
         )
         try:
             runner.run(stop)
