@@ -140,6 +140,7 @@ def build_ports(settings: ManifoldSettings) -> pipeline.Ports:
     from manifold.ingest.workers import SchemaNotReady
     from manifold.shared.embedding import SentenceTransformerEmbedder
     from manifold.shared.stores import pg_schema
+    from manifold.shared.stores.embedding_cache_pg import PostgresEmbeddingCache
     from manifold.shared.stores.postgres import PostgresRelationalStore, PostgresStagingStore
 
     have = pg_schema.current_version(settings.postgres.ingest_conninfo())
@@ -155,6 +156,7 @@ def build_ports(settings: ManifoldSettings) -> pipeline.Ports:
         text=text,
         graph=graph,
         embedder=embedder,
+        cache=PostgresEmbeddingCache.from_settings(settings),
     )
 
 
@@ -169,8 +171,10 @@ def lifecycle_ports(settings: ManifoldSettings, ports: pipeline.Ports | None = N
         text, graph = _text_and_graph(settings)
         relational = PostgresRelationalStore.from_settings(settings)
         staging = PostgresStagingStore.from_settings(settings)
+    from manifold.shared.stores.embedding_cache_pg import PostgresEmbeddingCache
+
     return ReconcilePorts(manifest=PostgresVersionManifest.from_settings(settings), relational=relational,
-                          text=text, graph=graph, staging=staging)
+                          text=text, graph=graph, staging=staging, cache=PostgresEmbeddingCache.from_settings(settings))
 
 
 def open_bus(settings: ManifoldSettings) -> Bus:

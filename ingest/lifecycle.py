@@ -15,6 +15,7 @@ from manifold.shared.config import ManifoldSettings
 def build_ports(settings: ManifoldSettings) -> ReconcilePorts:
     from manifold.ingest import vocabulary
     from manifold.shared.stores.elasticsearch import ElasticsearchTextIndex
+    from manifold.shared.stores.embedding_cache_pg import PostgresEmbeddingCache
     from manifold.shared.stores.manifest_pg import PostgresVersionManifest
     from manifold.shared.stores.neo4j import Neo4jGraphStore
     from manifold.shared.stores.postgres import PostgresRelationalStore, PostgresStagingStore
@@ -26,6 +27,7 @@ def build_ports(settings: ManifoldSettings) -> ReconcilePorts:
         graph=Neo4jGraphStore.from_settings(settings, entity_types=vocabulary.ENTITY_TYPES,
                                             relation_types=vocabulary.RELATIONS),
         staging=PostgresStagingStore.from_settings(settings),
+        cache=PostgresEmbeddingCache.from_settings(settings),
     )
 
 

@@ -35,7 +35,7 @@ from prometheus_client import Counter
 from manifold.shared.artifacts import LoadNotice
 from manifold.shared.errors import Transient
 from manifold.shared.events import DocumentDeleted
-from manifold.shared.ports import RelationalStore, ServingMarks, VersionManifest, VersionStore
+from manifold.shared.ports import EmbeddingCache, RelationalStore, ServingMarks, VersionManifest, VersionStore
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +53,8 @@ class PublishPorts:
     relational: RelationalStore
     text: VersionStore
     graph: VersionStore
+    cache: EmbeddingCache | None = None
+    """The embedding cache `gc` sweeps (entries no stored chunk uses); None: nothing to sweep."""
 
     @property
     def stores(self) -> tuple[VersionStore, VersionStore, VersionStore]:
@@ -142,9 +144,15 @@ def handle(message: LoadNotice | DocumentDeleted, ports: PublishPorts) -> None:
 
 def gc(ports: PublishPorts, tenant_id: str, grace_s: float = DEFAULT_GC_GRACE_S) -> int:
     """Remove the artifacts of versions retired more than `grace_s` ago (and of deleted versions
-    a crash left behind) from every store; return how many versions were purged. Idempotent."""
+    a crash left behind) from every store; return how many versions were purged. Then remove the
+    tenant's embedding-cache entries older than `grace_s` that no stored chunk uses (vectors of
+    deleted or never-loaded texts). Idempotent."""
     purged = 0
     for entry in ports.manifest.purgeable(tenant_id, grace_s):
         _purge(ports, tenant_id, entry.document_id, [entry.version])
         purged += 1
+    if ports.cache is not None:
+        swept = ports.cache.sweep(tenant_id, grace_s)
+        if swept:
+            log.info("gc: %d unused embedding-cache entries removed for %s", swept, tenant_id)
     return purged

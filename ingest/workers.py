@@ -61,6 +61,7 @@ def build_ports(settings: ManifoldSettings) -> pipeline.Ports:
     from manifold.shared.stores import pg_schema
     from manifold.shared.stores.elasticsearch import ElasticsearchTextIndex
     from manifold.shared.stores.neo4j import Neo4jGraphStore
+    from manifold.shared.stores.embedding_cache_pg import PostgresEmbeddingCache
     from manifold.shared.stores.embedding_pg import PostgresEmbeddingStore
     from manifold.shared.stores.postgres import PostgresRelationalStore, PostgresStagingStore
 
@@ -86,6 +87,7 @@ def build_ports(settings: ManifoldSettings) -> pipeline.Ports:
         graph=graph,
         embedder=embedder,
         vectors=PostgresEmbeddingStore.from_settings(settings),
+        cache=PostgresEmbeddingCache.from_settings(settings),
     )
 
 
@@ -151,7 +153,7 @@ def publish_ports(ports: pipeline.Ports, settings: ManifoldSettings) -> Any:
     from manifold.shared.stores.manifest_pg import PostgresVersionManifest
 
     return ReconcilePorts(manifest=PostgresVersionManifest.from_settings(settings), relational=ports.relational,
-                          text=ports.text, graph=ports.graph, staging=ports.staging)
+                          text=ports.text, graph=ports.graph, staging=ports.staging, cache=ports.cache)
 
 
 def stage_specs(ports: pipeline.Ports, settings: ManifoldSettings | None = None) -> dict[str, StageSpec[Any, Any]]:
@@ -161,7 +163,8 @@ def stage_specs(ports: pipeline.Ports, settings: ManifoldSettings | None = None)
         "chunk": StageSpec("chunk", topics.STAGE_PARSED, notice, lambda n: pipeline.run_chunk(n, ports),
                            _notice_out(topics.STAGE_CHUNKED)),
         "embed": StageSpec("embed", topics.STAGE_CHUNKED, notice, lambda n: pipeline.run_embed(n, ports),
-                           _notice_out(topics.STAGE_EMBEDDED)),
+                           _notice_out(topics.STAGE_EMBEDDED),
+                           step_batch=lambda ns: pipeline.run_embed_batch(ns, ports)),
         "extract": StageSpec("extract", topics.STAGE_EMBEDDED, notice, lambda n: pipeline.run_extract(n, ports),
                              _notice_out(topics.STAGE_EXTRACTED)),
         "load": StageSpec("load", topics.STAGE_EXTRACTED, notice, lambda n: pipeline.run_load(n, ports),

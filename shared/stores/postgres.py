@@ -281,17 +281,29 @@ class PostgresRelationalStore:
     # ------------------------------------------------------------------ delete
 
     def delete_version(self, tenant_id: str, document_id: str, version: int) -> None:
-        """Delete the version row and everything derived from it, in one transaction. The
-        `documents` row (the document's identity) stays; the publisher owns tombstones."""
+        """Delete the version row and everything derived from it, in one transaction, including
+        the embedding-cache entries (migration 11) of its texts that no other stored chunk uses.
+        The `documents` row (the document's identity) stays; the publisher owns tombstones."""
         key = {"tenant": tenant_id, "document_id": document_id, "version": version}
         with self._db.transaction(tenant_id) as conn:
             conn.execute(  # serialise with a concurrent write of the same version
                 sql.SQL("SELECT 1 FROM {} WHERE {} FOR UPDATE").format(_table("document_versions"), _WHERE_VERSION),
                 key,
             )
+            texts = [r[0] for r in conn.execute(
+                sql.SQL("SELECT DISTINCT content_sha256 FROM {} WHERE {}").format(_table("chunks"), _WHERE_VERSION),
+                key).fetchall()]
             for table, _ in _VERSION_TABLES:
                 conn.execute(sql.SQL("DELETE FROM {} WHERE {}").format(_table(table), _WHERE_VERSION), key)
             conn.execute(sql.SQL("DELETE FROM {} WHERE {}").format(_table("document_versions"), _WHERE_VERSION), key)
+            if texts:  # erase the cached vectors of texts no stored chunk uses any more
+                conn.execute(
+                    sql.SQL("DELETE FROM {c} e WHERE e.tenant_id = %s AND e.text_sha256 = ANY(%s) "
+                            "AND NOT EXISTS (SELECT 1 FROM {k} k WHERE k.tenant_id = e.tenant_id "
+                            "AND k.content_sha256 = e.text_sha256)").format(
+                        c=_table("embedding_cache"), k=_table("chunks")),
+                    (tenant_id, texts),
+                )
 
     # ------------------------------------------------------------------ manifest
 
