@@ -168,3 +168,28 @@ def run_load(notice: StageNotice, ports: Ports) -> LoadNotice | None:
     if ports.vectors is not None:  # before the LoadNotice leaves, so no version activates uncovered
         embedding_migration.write_live_configs(extracted, ports.vectors, ConfigEmbedders(ports.embedder))
     return loaded
+
+
+def run_load_batch(notices: list[StageNotice], ports: Ports) -> list[LoadNotice | None | Exception]:
+    """`run_load` for several notices: stale versions are skipped (None), the rest are written
+    with `load.handle_batch` (one transaction per store and tenant); one outcome per notice."""
+    outcomes: list[LoadNotice | None | Exception] = [None] * len(notices)
+    docs: list[ExtractedDocument] = []
+    where: list[int] = []
+    for i, notice in enumerate(notices):
+        try:
+            if _is_stale(ports, notice.tenant_id, notice.document_id, notice.version):
+                continue
+            docs.append(ExtractedDocument.model_validate_json(_load(ports, notice, "extracted")))
+            where.append(i)
+        except Exception as err:  # noqa: BLE001 - this document's own outcome
+            outcomes[i] = err
+    for i, doc, result in zip(where, docs, load.handle_batch(docs, ports.relational, ports.text, ports.graph),
+                              strict=True):
+        if isinstance(result, LoadNotice) and ports.vectors is not None:
+            try:  # before the LoadNotice leaves, so no version activates uncovered
+                embedding_migration.write_live_configs(doc, ports.vectors, ConfigEmbedders(ports.embedder))
+            except Exception as err:  # noqa: BLE001
+                result = err
+        outcomes[i] = result
+    return outcomes

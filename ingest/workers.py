@@ -168,7 +168,7 @@ def stage_specs(ports: pipeline.Ports, settings: ManifoldSettings | None = None)
         "extract": StageSpec("extract", topics.STAGE_EMBEDDED, notice, lambda n: pipeline.run_extract(n, ports),
                              _notice_out(topics.STAGE_EXTRACTED)),
         "load": StageSpec("load", topics.STAGE_EXTRACTED, notice, lambda n: pipeline.run_load(n, ports),
-                          _load_route),
+                          _load_route, step_batch=lambda ns: pipeline.run_load_batch(ns, ports)),
     }
     if settings is not None:
         from manifold.ingest import publisher
