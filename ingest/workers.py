@@ -176,7 +176,8 @@ def stage_specs(ports: pipeline.Ports, settings: ManifoldSettings | None = None)
         lifecycle = publish_ports(ports, settings)
         specs["publish"] = StageSpec("publish", topics.PUBLISH, _publish_decode,
                                      lambda m: publisher.handle(m, lifecycle), _never_routed,
-                                     none_means="done")
+                                     none_means="done",
+                                     step_batch=lambda ms: publisher.handle_batch(ms, lifecycle))
     return specs
 
 
