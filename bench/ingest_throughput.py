@@ -84,8 +84,9 @@ class RssSampler:
 
         self.peaks: dict[str, float] = {}
         self._procs: dict[str, Any] = {}
-        run = Path(settings.stack.dir).resolve() / "run"
         for name in servers:
+            run = Path(settings.embedded.dir if settings.profile == "embedded" and (
+                Path(settings.embedded.dir) / "run" / f"{name}.pid").exists() else settings.stack.dir).resolve() / "run"
             try:
                 pid = int(json.loads((run / f"{name}.pid").read_text())["pid"])
                 self._procs[name] = psutil.Process(pid)
@@ -201,7 +202,9 @@ def reference_loop(settings: ManifoldSettings, model: Any, docs: list[tuple[str,
 class Embedded:
     def __init__(self, settings: ManifoldSettings) -> None:
         from manifold.ingest.embedded import EmbeddedPipeline, build_ports, open_bus, upstream_client
+        from manifold.shared.cli_embedded import prepare
 
+        prepare(settings, quiet=True)  # reach the configured PostgreSQL or start one in embedded.dir; migrate
         self.settings = settings
         self.bus = open_bus(settings)
         self.ports = build_ports(settings)
@@ -294,7 +297,8 @@ def main() -> None:
         "ingest_throughput.json" if args.profile == "embedded" else "ingest_throughput_distributed.json")
 
     base = ManifoldSettings()
-    settings = base.model_copy(update={"ingest": base.ingest.model_copy(update={"metrics_port": 0})})
+    settings = base.model_copy(update={"ingest": base.ingest.model_copy(update={"metrics_port": 0}),
+                                       **({"profile": "embedded"} if args.profile == "embedded" else {})})
     tenant = f"bench-{uuid.uuid4().hex[:8]}"
     docs = load_corpus(args.corpus, args.docs)
     profile: Embedded | Distributed = Embedded(settings) if args.profile == "embedded" else Distributed(settings)
