@@ -74,14 +74,25 @@ def ingest_section(results: Path) -> list[str]:
     out = ["## Ingestion throughput", ""]
     if data is None:
         return out + ["Not measured yet (`bench/ingest_throughput.py`).", ""]
-    out += [f"Source: `bench/results/ingest_throughput.json` ({data.get('documents_loaded')} documents, "
-            f"{data.get('chunks')} chunks; machine: {_machine_note(data)}).", ""]
+    reference = data.get("reference_loop") or {}
+    update = data.get("update_pass") or {}
+    replay = data.get("replay_pass") or {}
+    out += [f"Source: `bench/results/ingest_throughput.json` ({data.get('documents_published', data.get('documents_loaded'))} "
+            f"documents, {data.get('chunks')} chunks, profile {data.get('profile', 'distributed')}; "
+            f"machine: {_machine_note(data)}).", ""]
     out += _table(["measure", "value"], [
         ["end-to-end documents/s", data.get("end_to_end_docs_per_s")],
         ["end-to-end chunks/s", data.get("end_to_end_chunks_per_s")],
-        ["raw model encode chunks/s (same model, same batch size)", data.get("raw_encode_chunks_per_s")],
+        ["raw model encode chunks/s (same model, same batch size, the pipeline's own chunks)",
+         data.get("raw_encode_chunks_per_s")],
         ["**pipeline ÷ raw encode ratio**", f"**{_fmt(data.get('pipeline_to_raw_encode_ratio'))}**"],
+        ["plain reference loop (split → encode 32 → COPY) ÷ raw encode", reference.get("ratio_to_raw_encode")],
         ["documents dead-lettered", data.get("documents_dead_lettered")],
+        ["update pass: chunks changed / re-encoded", f"{update.get('chunks_changed')} / {update.get('chunks_re_encoded')}"
+         if update else None],
+        ["replay pass: changed vector checksums / drift / duplicates",
+         f"{replay.get('changed_vector_checksums')} / {replay.get('drift')} / {replay.get('duplicate_active_versions')}"
+         if replay.get("measured") else None],
     ])
     stages = data.get("stages") or {}
     if stages:

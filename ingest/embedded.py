@@ -140,6 +140,7 @@ def build_ports(settings: ManifoldSettings) -> pipeline.Ports:
     from manifold.ingest.workers import SchemaNotReady
     from manifold.shared.embedding import SentenceTransformerEmbedder
     from manifold.shared.stores import pg_schema
+    from manifold.shared.stores.embedding_cache_pg import PostgresEmbeddingCache
     from manifold.shared.stores.postgres import PostgresRelationalStore, PostgresStagingStore
 
     have = pg_schema.current_version(settings.postgres.ingest_conninfo())
@@ -155,6 +156,7 @@ def build_ports(settings: ManifoldSettings) -> pipeline.Ports:
         text=text,
         graph=graph,
         embedder=embedder,
+        cache=PostgresEmbeddingCache.from_settings(settings),
     )
 
 
@@ -170,8 +172,10 @@ def lifecycle_ports(settings: ManifoldSettings, ports: pipeline.Ports | None = N
         text, graph = _text_and_graph(settings)
         relational = PostgresRelationalStore.from_settings(settings)
         staging = PostgresStagingStore.from_settings(settings)
+    from manifold.shared.stores.embedding_cache_pg import PostgresEmbeddingCache
+
     return ReconcilePorts(manifest=PostgresVersionManifest.from_settings(settings), relational=relational,
-                          text=text, graph=graph, staging=staging,
+                          text=text, graph=graph, staging=staging, cache=PostgresEmbeddingCache.from_settings(settings),
                           ledger=PostgresVersionLedger(settings.postgres.ingest_conninfo()))
 
 
@@ -212,13 +216,14 @@ class EmbeddedPipeline:
     `manifold ingest` commands do not deliver the same messages twice at once.
     """
 
-    def __init__(self, settings: ManifoldSettings, bus: Bus, ports: pipeline.Ports, *, batch: int = 8) -> None:
-        from manifold.ingest.workers import stage_specs
+    def __init__(self, settings: ManifoldSettings, bus: Bus, ports: pipeline.Ports, *, batch: int | None = None) -> None:
+        from manifold.ingest.workers import batch_policy, stage_specs
 
         self.settings = settings
         self.bus = bus
         self.ports = ports
-        self.batch = batch
+        policy = batch_policy(settings)
+        self.batch = batch or policy.max_messages
         specs = stage_specs(ports, settings)
         ing = settings.ingest
         retry = RetryPolicy(ing.max_attempts, ing.retry_initial_s, ing.retry_max_s)
@@ -226,7 +231,7 @@ class EmbeddedPipeline:
         for role in ROLES:
             consumer = BusConsumer(bus, f"manifold.{role}")
             consumer.subscribe([specs[role].source])
-            self.runners[role] = StageRunner(specs[role], consumer, BusProducer(bus), retry)  # type: ignore[arg-type]
+            self.runners[role] = StageRunner(specs[role], consumer, BusProducer(bus), retry, policy)  # type: ignore[arg-type]
 
     def drain(self, progress: Callable[[str, int], None] = lambda _s, _n: None, max_passes: int = 100_000) -> DrainReport:
         """Run every stage until a full pass finds no message anywhere; `progress(stage, n)` after

@@ -15,6 +15,7 @@ from manifold.shared.config import ManifoldSettings
 def build_ports(settings: ManifoldSettings) -> ReconcilePorts:
     from manifold.ingest import vocabulary
     from manifold.shared.stores.elasticsearch import ElasticsearchTextIndex
+    from manifold.shared.stores.embedding_cache_pg import PostgresEmbeddingCache
     from manifold.shared.stores.ledger import PostgresVersionLedger
     from manifold.shared.stores.manifest_pg import PostgresVersionManifest
     from manifold.shared.stores.neo4j import Neo4jGraphStore
@@ -28,6 +29,7 @@ def build_ports(settings: ManifoldSettings) -> ReconcilePorts:
                                             relation_types=vocabulary.RELATIONS),
         staging=PostgresStagingStore.from_settings(settings),
         ledger=PostgresVersionLedger(settings.postgres.ingest_conninfo()),
+        cache=PostgresEmbeddingCache.from_settings(settings),
     )
 
 

@@ -33,7 +33,7 @@ from manifold.shared.embedding import Embedder, EmbeddingInfo
 from manifold.shared.embedding_configs import ConfigEmbedders
 from manifold.shared.errors import BadInput
 from manifold.shared.events import DocumentUpserted
-from manifold.shared.ports import GraphStore, RelationalStore, StagingStore, TextIndex
+from manifold.shared.ports import EmbeddingCache, GraphStore, RelationalStore, StagingStore, TextIndex
 
 
 def current_versions(settings: IngestSettings, embedding: EmbeddingInfo) -> PipelineVersions:
@@ -69,6 +69,8 @@ class Ports:
     embedder: Embedder
     vectors: ParallelVectorStore | None = None
     """Parallel embedding configurations (embedding migration); None writes primary only."""
+    cache: EmbeddingCache | None = None
+    """Embedding cache (vectors by exact text); None encodes every chunk."""
 
 
 def _is_stale(ports: Ports, tenant_id: str, document_id: str, version: int) -> bool:
@@ -125,8 +127,31 @@ def run_chunk(notice: StageNotice, ports: Ports) -> StageNotice:
 
 def run_embed(notice: StageNotice, ports: Ports) -> StageNotice:
     chunked = ChunkedDocument.model_validate_json(_load(ports, notice, "chunked"))
-    embedded = embed.handle(chunked, ports.embedder)
+    embedded = embed.handle(chunked, ports.embedder, ports.cache)
     return _store(ports, notice, "embedded", embedded.model_dump_json().encode())
+
+
+def run_embed_batch(notices: list[StageNotice], ports: Ports) -> list[StageNotice | Exception]:
+    """`run_embed` for several notices with one encode call across their documents (cache
+    first); one outcome per notice: its StageNotice or the exception that document raised."""
+    outcomes: list[StageNotice | Exception | None] = [None] * len(notices)
+    docs: list[ChunkedDocument] = []
+    where: list[int] = []
+    for i, notice in enumerate(notices):
+        try:
+            docs.append(ChunkedDocument.model_validate_json(_load(ports, notice, "chunked")))
+            where.append(i)
+        except Exception as err:  # noqa: BLE001 - this document's own outcome
+            outcomes[i] = err
+    for i, result in zip(where, embed.handle_batch(docs, ports.embedder, ports.cache), strict=True):
+        if isinstance(result, Exception):
+            outcomes[i] = result
+            continue
+        try:
+            outcomes[i] = _store(ports, notices[i], "embedded", result.model_dump_json().encode())
+        except Exception as err:  # noqa: BLE001
+            outcomes[i] = err
+    return outcomes  # type: ignore[return-value]
 
 
 def run_extract(notice: StageNotice, ports: Ports) -> StageNotice:
@@ -143,3 +168,28 @@ def run_load(notice: StageNotice, ports: Ports) -> LoadNotice | None:
     if ports.vectors is not None:  # before the LoadNotice leaves, so no version activates uncovered
         embedding_migration.write_live_configs(extracted, ports.vectors, ConfigEmbedders(ports.embedder))
     return loaded
+
+
+def run_load_batch(notices: list[StageNotice], ports: Ports) -> list[LoadNotice | None | Exception]:
+    """`run_load` for several notices: stale versions are skipped (None), the rest are written
+    with `load.handle_batch` (one transaction per store and tenant); one outcome per notice."""
+    outcomes: list[LoadNotice | None | Exception] = [None] * len(notices)
+    docs: list[ExtractedDocument] = []
+    where: list[int] = []
+    for i, notice in enumerate(notices):
+        try:
+            if _is_stale(ports, notice.tenant_id, notice.document_id, notice.version):
+                continue
+            docs.append(ExtractedDocument.model_validate_json(_load(ports, notice, "extracted")))
+            where.append(i)
+        except Exception as err:  # noqa: BLE001 - this document's own outcome
+            outcomes[i] = err
+    for i, doc, result in zip(where, docs, load.handle_batch(docs, ports.relational, ports.text, ports.graph),
+                              strict=True):
+        if isinstance(result, LoadNotice) and ports.vectors is not None:
+            try:  # before the LoadNotice leaves, so no version activates uncovered
+                embedding_migration.write_live_configs(doc, ports.vectors, ConfigEmbedders(ports.embedder))
+            except Exception as err:  # noqa: BLE001
+                result = err
+        outcomes[i] = result
+    return outcomes

@@ -22,11 +22,21 @@ Guarantees:
   named elsewhere stay) and the versions are marked purged. A stale delete changes nothing.
 - **Idempotent.** Replaying any notice or delete converges to the same state (a replayed notice
   of the active version re-verifies it and re-applies its marks).
+- **Batches.** `handle_batch` runs the same steps for a batch of notices phase by phase, with one
+  transaction per store and tenant per phase where the store offers `batch(tenant)` (the
+  PostgreSQL adapters): stage all, verify all (each store read in one snapshot), mark verified,
+  set the new marks (committed before any activation), activate (each version in its own
+  savepoint, so each switch stays atomic, and only versions whose own checksums matched), then
+  clear the marks of retired versions (after the activations commit). Deletes keep their place
+  in the batch (notices before a delete are published before it, those after it after it).
+  Outcomes stay per message: a version that does not verify is that message's `Transient`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -35,7 +45,7 @@ from prometheus_client import Counter
 from manifold.shared.artifacts import LoadNotice
 from manifold.shared.errors import Transient
 from manifold.shared.events import DocumentDeleted
-from manifold.shared.ports import RelationalStore, ServingMarks, VersionManifest, VersionStore
+from manifold.shared.ports import Activation, EmbeddingCache, RelationalStore, ServingMarks, VersionManifest, VersionStore
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +63,8 @@ class PublishPorts:
     relational: RelationalStore
     text: VersionStore
     graph: VersionStore
+    cache: EmbeddingCache | None = None
+    """The embedding cache `gc` sweeps (entries no stored chunk uses); None: nothing to sweep."""
 
     @property
     def stores(self) -> tuple[VersionStore, VersionStore, VersionStore]:
@@ -140,11 +152,115 @@ def handle(message: LoadNotice | DocumentDeleted, ports: PublishPorts) -> None:
     return None
 
 
+@contextlib.contextmanager
+def _together(stores: tuple[object, ...], tenant_id: str, *, snapshot: bool = False) -> Iterator[None]:
+    """One transaction per store for the block where the store offers `batch` (else per call)."""
+    with contextlib.ExitStack() as stack:
+        for store in stores:
+            batch = getattr(store, "batch", None)
+            if batch is not None:
+                stack.enter_context(batch(tenant_id, snapshot=snapshot))
+        yield
+
+
+def _each(items: list[int], outcomes: dict[int, object], step: Callable[[int], None]) -> None:
+    """Run `step` for every item still without an outcome; an exception is that item's outcome."""
+    for i in items:
+        if i not in outcomes:
+            try:
+                step(i)
+            except Exception as err:  # noqa: BLE001 - per-message outcome
+                outcomes[i] = err
+
+
+def _publish_many(notices: list[LoadNotice], ports: PublishPorts) -> dict[int, object]:
+    """`publish` for notices of ONE tenant, phase by phase (see the module docstring)."""
+    tenant = notices[0].doc.tenant_id
+    order = sorted(range(len(notices)), key=lambda i: (notices[i].doc.document_id, notices[i].doc.version))
+    out: dict[int, object] = {}
+    live: list[int] = []
+
+    def stage(i: int) -> None:
+        n = notices[i]
+        entry = ports.manifest.stage(n)
+        if entry.state in ("retired", "deleted"):
+            out[i] = publish(n, ports)  # the rare path: exactly the single-notice code
+        else:
+            live.append(i)
+
+    with _together((ports.manifest,), tenant):
+        _each(order, out, stage)
+    problems: dict[int, list[str]] = {}
+    with _together(ports.stores, tenant, snapshot=True):
+        _each(live, out, lambda i: problems.__setitem__(i, verify(notices[i], ports)))
+    for i in live:
+        if problems.get(i):
+            d = notices[i].doc
+            out[i] = Transient(f"{d.document_id}@{d.version} not verified: " + "; ".join(problems[i]))
+    key = {i: (notices[i].doc.document_id, notices[i].doc.version) for i in live}
+    with _together((ports.manifest,), tenant):
+        _each(live, out, lambda i: ports.manifest.mark_verified(tenant, *key[i]))
+    with _together(ports.marked, tenant):  # committed before any activation
+        _each(live, out, lambda i: _mark(ports, tenant, *key[i], True))
+    results: dict[int, Activation] = {}
+    with _together((ports.manifest,), tenant):
+        _each(live, out, lambda i: results.__setitem__(i, ports.manifest.activate(tenant, *key[i])))
+    unmark = [(key[i][0], key[i][1]) for i, r in results.items() if not r.activated]
+    unmark += [(key[i][0], old) for i, r in results.items() for old in r.retired]
+    with _together(ports.marked, tenant):  # after the activations committed
+        for d, v in unmark:
+            _mark(ports, tenant, d, v, False)
+    for i, r in results.items():
+        if not r.activated and r.reason == "deleted":
+            _purge(ports, tenant, key[i][0], [key[i][1]])
+        out.setdefault(i, r.reason)
+    return out
+
+
+def handle_batch(messages: list[LoadNotice | DocumentDeleted], ports: PublishPorts) -> list[object]:
+    """`handle` for a batch (see the module docstring); one outcome per message: None (done) or
+    the exception that message raised."""
+    outcomes: list[object] = [None] * len(messages)
+    start = 0
+    while start < len(messages):
+        if isinstance(messages[start], DocumentDeleted):
+            try:
+                handle(messages[start], ports)
+            except Exception as err:  # noqa: BLE001
+                outcomes[start] = err
+            start += 1
+            continue
+        end = start
+        while end < len(messages) and not isinstance(messages[end], DocumentDeleted):
+            end += 1
+        segment = list(range(start, end))
+        for tenant in sorted({messages[i].doc.tenant_id for i in segment}):  # type: ignore[union-attr]
+            mine = [i for i in segment if messages[i].doc.tenant_id == tenant]  # type: ignore[union-attr]
+            try:
+                results = _publish_many([messages[i] for i in mine], ports)  # type: ignore[misc]
+            except Exception as err:  # noqa: BLE001 - e.g. a commit lost to an outage: retry them
+                results = {j: err for j in range(len(mine))}
+            for j, i in enumerate(mine):
+                r = results.get(j)
+                if isinstance(r, Exception):
+                    outcomes[i] = r
+                else:
+                    PUBLISHED.labels(r).inc()
+        start = end
+    return outcomes
+
+
 def gc(ports: PublishPorts, tenant_id: str, grace_s: float = DEFAULT_GC_GRACE_S) -> int:
     """Remove the artifacts of versions retired more than `grace_s` ago (and of deleted versions
-    a crash left behind) from every store; return how many versions were purged. Idempotent."""
+    a crash left behind) from every store; return how many versions were purged. Then remove the
+    tenant's embedding-cache entries older than `grace_s` that no stored chunk uses (vectors of
+    deleted or never-loaded texts). Idempotent."""
     purged = 0
     for entry in ports.manifest.purgeable(tenant_id, grace_s):
         _purge(ports, tenant_id, entry.document_id, [entry.version])
         purged += 1
+    if ports.cache is not None:
+        swept = ports.cache.sweep(tenant_id, grace_s)
+        if swept:
+            log.info("gc: %d unused embedding-cache entries removed for %s", swept, tenant_id)
     return purged

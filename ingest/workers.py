@@ -20,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from manifold.ingest import pipeline
 from manifold.ingest.notices import StageNotice
-from manifold.ingest.runner import Output, RetryPolicy, StageRunner, StageSpec
+from manifold.ingest.runner import BatchPolicy, Output, RetryPolicy, StageRunner, StageSpec
 from manifold.shared import topics
 from manifold.shared.artifacts import LoadNotice
 from manifold.shared.config import ManifoldSettings
@@ -61,6 +61,7 @@ def build_ports(settings: ManifoldSettings) -> pipeline.Ports:
     from manifold.shared.stores import pg_schema
     from manifold.shared.stores.elasticsearch import ElasticsearchTextIndex
     from manifold.shared.stores.neo4j import Neo4jGraphStore
+    from manifold.shared.stores.embedding_cache_pg import PostgresEmbeddingCache
     from manifold.shared.stores.embedding_pg import PostgresEmbeddingStore
     from manifold.shared.stores.postgres import PostgresRelationalStore, PostgresStagingStore
 
@@ -86,6 +87,7 @@ def build_ports(settings: ManifoldSettings) -> pipeline.Ports:
         graph=graph,
         embedder=embedder,
         vectors=PostgresEmbeddingStore.from_settings(settings),
+        cache=PostgresEmbeddingCache.from_settings(settings),
     )
 
 
@@ -151,7 +153,7 @@ def publish_ports(ports: pipeline.Ports, settings: ManifoldSettings) -> Any:
     from manifold.shared.stores.manifest_pg import PostgresVersionManifest
 
     return ReconcilePorts(manifest=PostgresVersionManifest.from_settings(settings), relational=ports.relational,
-                          text=ports.text, graph=ports.graph, staging=ports.staging)
+                          text=ports.text, graph=ports.graph, staging=ports.staging, cache=ports.cache)
 
 
 def stage_specs(ports: pipeline.Ports, settings: ManifoldSettings | None = None) -> dict[str, StageSpec[Any, Any]]:
@@ -167,11 +169,12 @@ def stage_specs(ports: pipeline.Ports, settings: ManifoldSettings | None = None)
         "chunk": StageSpec("chunk", topics.STAGE_PARSED, notice, lambda n: pipeline.run_chunk(n, ports),
                            _notice_out(topics.STAGE_CHUNKED)),
         "embed": StageSpec("embed", topics.STAGE_CHUNKED, notice, lambda n: pipeline.run_embed(n, ports),
-                           _notice_out(topics.STAGE_EMBEDDED)),
+                           _notice_out(topics.STAGE_EMBEDDED),
+                           step_batch=lambda ns: pipeline.run_embed_batch(ns, ports)),
         "extract": StageSpec("extract", topics.STAGE_EMBEDDED, notice, lambda n: pipeline.run_extract(n, ports),
                              _notice_out(topics.STAGE_EXTRACTED)),
         "load": StageSpec("load", topics.STAGE_EXTRACTED, notice, lambda n: pipeline.run_load(n, ports),
-                          _load_route),
+                          _load_route, step_batch=lambda ns: pipeline.run_load_batch(ns, ports)),
     }
     if settings is not None:
         from manifold.ingest import publisher
@@ -179,8 +182,14 @@ def stage_specs(ports: pipeline.Ports, settings: ManifoldSettings | None = None)
         lifecycle = publish_ports(ports, settings)
         specs["publish"] = StageSpec("publish", topics.PUBLISH, _publish_decode,
                                      lambda m: publisher.handle(m, lifecycle), _never_routed,
-                                     none_means="done")
+                                     none_means="done",
+                                     step_batch=lambda ms: publisher.handle_batch(ms, lifecycle))
     return specs
+
+
+def batch_policy(settings: ManifoldSettings) -> BatchPolicy:
+    ing = settings.ingest
+    return BatchPolicy(ing.batch_max_messages, ing.batch_max_bytes, ing.batch_linger_s)
 
 
 def run(settings: ManifoldSettings, roles: Sequence[str], stop: threading.Event) -> None:
@@ -199,6 +208,7 @@ def run(settings: ManifoldSettings, roles: Sequence[str], stop: threading.Event)
         start_http_server(settings.ingest.metrics_port, addr="127.0.0.1")
     specs = stage_specs(ports, settings)
     retry = RetryPolicy(settings.ingest.max_attempts, settings.ingest.retry_initial_s, settings.ingest.retry_max_s)
+    batch = batch_policy(settings)
     failures: list[BaseException] = []
 
     def work(role: str) -> None:
@@ -218,6 +228,7 @@ def run(settings: ManifoldSettings, roles: Sequence[str], stop: threading.Event)
             Consumer(consumer_config(bootstrap, f"manifold.{role}", f"manifold-{role}-{os.getpid()}")),
             Producer(producer_config(bootstrap, f"manifold-{role}-{os.getpid()}")),
             retry,
+            batch,
         )
         try:
             runner.run(stop)

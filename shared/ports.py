@@ -104,6 +104,24 @@ class StagingStore(Protocol):
         ...
 
 
+class EmbeddingCache(Protocol):
+    """Vectors by (tenant, embedding configuration, sha256 of the exact input text).
+
+    Guarantees: `fill` stores only entries not yet present and returns, for every hash given,
+    the vector that is STORED (an earlier writer's, if there was one), so every reader of an
+    entry gets the same float32 values bit for bit; holds hashes and vectors only; `sweep`
+    removes the tenant's entries older than `grace_s` that no stored chunk uses."""
+
+    def lookup(self, tenant_id: str, config: str, hashes: list[str]) -> dict[str, list[float]]:
+        ...
+
+    def fill(self, tenant_id: str, config: str, vectors: dict[str, list[float]]) -> dict[str, list[float]]:
+        ...
+
+    def sweep(self, tenant_id: str, grace_s: float) -> int:
+        ...
+
+
 # ---------------------------------------------------------------- publication (publisher, reconciler)
 
 VersionState = Literal["staged", "verified", "active", "retired", "deleted"]

@@ -19,6 +19,8 @@ Guarantees (see `manifold.shared.ports.VersionManifest`):
 
 from __future__ import annotations
 
+import contextlib
+
 from collections.abc import Iterable
 from typing import Any
 
@@ -55,6 +57,11 @@ class PostgresVersionManifest:
     @classmethod
     def from_settings(cls, settings: ManifoldSettings) -> PostgresVersionManifest:
         return cls(settings.postgres.ingest_conninfo())
+
+    def batch(self, tenant_id: str, *, snapshot: bool = False) -> contextlib.AbstractContextManager[None]:
+        """Every call of this thread for `tenant_id` inside the block in one transaction, each in
+        its own savepoint (`TenantConnections.batch`): e.g. a batch of activations commits once."""
+        return self._db.batch(tenant_id, snapshot=snapshot)
 
     # ------------------------------------------------------------------ helpers
 

@@ -33,6 +33,8 @@ Guarantees (in addition to `manifold.shared.ports`):
 
 from __future__ import annotations
 
+import contextlib
+
 from collections.abc import Collection
 from typing import Any
 
@@ -160,6 +162,11 @@ class PostgresGraphStore:
         self._db = TenantConnections(conninfo, connect_timeout=connect_timeout)
         self._entity_types = frozenset(entity_types) if entity_types is not None else None
         self._relation_types = frozenset(relation_types) if relation_types is not None else None
+
+    def batch(self, tenant_id: str, *, snapshot: bool = False) -> contextlib.AbstractContextManager[None]:
+        """Every call of this thread for `tenant_id` inside the block in one transaction
+        (`TenantConnections.batch`): a batch of `write_version`s commits once."""
+        return self._db.batch(tenant_id, snapshot=snapshot)
 
     @classmethod
     def from_settings(cls, settings: ManifoldSettings, **kwargs: Any) -> PostgresGraphStore:

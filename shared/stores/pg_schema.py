@@ -619,6 +619,28 @@ CREATE TABLE bus_partitions (
 INSERT INTO bus_partitions (topic, partition, next_offset)
     SELECT topic, partition, max("offset") + 1 FROM bus_messages GROUP BY topic, partition;
 GRANT SELECT, INSERT, UPDATE ON bus_partitions TO {INGEST_ROLE};
+"""
+
+_M11 = f"""
+-- Embedding cache (ingest/embed.py): the vector of an exact chunk text under one embedding
+-- configuration, so a replay, re-ingest or update reuses it bit for bit and never re-encodes an
+-- unchanged chunk. Hashes and vectors only (no text); per tenant under the same tenant_isolation
+-- policy as every tenant table, so no tenant can learn what another one ingested. An entry no
+-- stored chunk uses is removed when the last such chunk is deleted (delete_version) and by gc.
+SET LOCAL ROLE {OWNER_ROLE};
+SET LOCAL search_path = {SCHEMA}, public;
+CREATE TABLE embedding_cache (
+    tenant_id text NOT NULL,
+    config text NOT NULL,
+    text_sha256 char(64) NOT NULL,
+    vector vector NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (tenant_id, config, text_sha256)
+);
+CREATE INDEX embedding_cache_text_idx ON embedding_cache (tenant_id, text_sha256);
+CREATE INDEX chunks_content_idx ON chunks (tenant_id, content_sha256);
+{_rls("embedding_cache")}
+GRANT SELECT, INSERT, DELETE ON embedding_cache TO {INGEST_ROLE};
 RESET ROLE;
 """
 
@@ -633,6 +655,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(8, "embedded profile bus: partitioned log and consumer-group offsets", _M8),
     Migration(9, "embedded stores: tenant sweep functions for the reconciler", _M9),
     Migration(10, "erasure: stage payloads by document, bus messages by key, bus high-water offsets", _M10),
+    Migration(11, "embedding cache: vectors by (tenant, configuration, sha256 of the exact text)", _M11),
 )
 
 PG_SCHEMA_VERSION = str(MIGRATIONS[-1].version)

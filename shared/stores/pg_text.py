@@ -35,6 +35,8 @@ Guarantees (in addition to `manifold.shared.ports`):
 
 from __future__ import annotations
 
+import contextlib
+
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -145,6 +147,11 @@ class PostgresTextIndex:
 
     def __init__(self, conninfo: str, *, connect_timeout: int = 10) -> None:
         self._db = TenantConnections(conninfo, connect_timeout=connect_timeout)
+
+    def batch(self, tenant_id: str, *, snapshot: bool = False) -> contextlib.AbstractContextManager[None]:
+        """Every call of this thread for `tenant_id` inside the block in one transaction
+        (`TenantConnections.batch`): a batch of `write_version`s commits once."""
+        return self._db.batch(tenant_id, snapshot=snapshot)
 
     @classmethod
     def from_settings(cls, settings: ManifoldSettings, **kwargs: Any) -> PostgresTextIndex:

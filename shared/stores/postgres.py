@@ -24,6 +24,7 @@ import hashlib
 import re
 from collections.abc import Iterator, Sequence
 import threading
+import contextlib
 from contextlib import contextmanager
 from typing import Any
 
@@ -149,8 +150,44 @@ class TenantConnections:
             conn.close()
 
     @contextmanager
+    def batch(self, tenant_id: str, *, snapshot: bool = False) -> Iterator[None]:
+        """One transaction (REPEATABLE READ, read-only with `snapshot`) for every `transaction`
+        call this thread makes for `tenant_id` inside the block: each call runs in a SAVEPOINT of
+        it, so a call that fails rolls back only its own work (its exception propagates to the
+        caller, which may go on), and everything that succeeded commits once, at the end of the
+        block. A fault of the connection or the final commit raises `Transient` for the batch."""
+        mf.check_tenant(tenant_id)
+        if getattr(self._local, "batch", None) is not None:
+            raise RuntimeError("TenantConnections.batch does not nest")
+        try:
+            conn = self._connection()
+            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ if snapshot else None
+            conn.read_only = True if snapshot else None
+            with conn.transaction():
+                conn.execute("SELECT set_config('manifold.tenant_id', %s, true)", (tenant_id,))
+                self._local.batch = tenant_id
+                try:
+                    yield
+                finally:
+                    self._local.batch = None
+        except psycopg.OperationalError as exc:
+            self._discard()
+            raise _as_transient(exc) from exc
+
+    @contextmanager
     def transaction(self, tenant_id: str, *, snapshot: bool = False) -> Iterator[psycopg.Connection[Any]]:
         mf.check_tenant(tenant_id)
+        outer = getattr(self._local, "batch", None)
+        if outer is not None:  # inside `batch`: a savepoint of the batch's transaction
+            if outer != tenant_id:
+                raise RuntimeError(f"a batch for tenant {outer!r} cannot run a call for another tenant")
+            conn = self._local.conn
+            try:
+                with conn.transaction():
+                    yield conn
+            except psycopg.OperationalError as exc:  # the batch fails at its commit, if not before
+                raise _as_transient(exc) from exc
+            return
         try:
             conn = self._connection()
             conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ if snapshot else None
@@ -175,6 +212,11 @@ class PostgresRelationalStore:
     @classmethod
     def from_settings(cls, settings: ManifoldSettings, *, password: str | None = None) -> PostgresRelationalStore:
         return cls(_ingest_conninfo(settings, password))
+
+    def batch(self, tenant_id: str, *, snapshot: bool = False) -> contextlib.AbstractContextManager[None]:
+        """Run every call of this thread for `tenant_id` inside the block in one transaction
+        (see `TenantConnections.batch`): a batch of `write_version`s commits once."""
+        return self._db.batch(tenant_id, snapshot=snapshot)
 
     # ------------------------------------------------------------------ write
 
@@ -281,17 +323,29 @@ class PostgresRelationalStore:
     # ------------------------------------------------------------------ delete
 
     def delete_version(self, tenant_id: str, document_id: str, version: int) -> None:
-        """Delete the version row and everything derived from it, in one transaction. The
-        `documents` row (the document's identity) stays; the publisher owns tombstones."""
+        """Delete the version row and everything derived from it, in one transaction, including
+        the embedding-cache entries (migration 11) of its texts that no other stored chunk uses.
+        The `documents` row (the document's identity) stays; the publisher owns tombstones."""
         key = {"tenant": tenant_id, "document_id": document_id, "version": version}
         with self._db.transaction(tenant_id) as conn:
             conn.execute(  # serialise with a concurrent write of the same version
                 sql.SQL("SELECT 1 FROM {} WHERE {} FOR UPDATE").format(_table("document_versions"), _WHERE_VERSION),
                 key,
             )
+            texts = [r[0] for r in conn.execute(
+                sql.SQL("SELECT DISTINCT content_sha256 FROM {} WHERE {}").format(_table("chunks"), _WHERE_VERSION),
+                key).fetchall()]
             for table, _ in _VERSION_TABLES:
                 conn.execute(sql.SQL("DELETE FROM {} WHERE {}").format(_table(table), _WHERE_VERSION), key)
             conn.execute(sql.SQL("DELETE FROM {} WHERE {}").format(_table("document_versions"), _WHERE_VERSION), key)
+            if texts:  # erase the cached vectors of texts no stored chunk uses any more
+                conn.execute(
+                    sql.SQL("DELETE FROM {c} e WHERE e.tenant_id = %s AND e.text_sha256 = ANY(%s) "
+                            "AND NOT EXISTS (SELECT 1 FROM {k} k WHERE k.tenant_id = e.tenant_id "
+                            "AND k.content_sha256 = e.text_sha256)").format(
+                        c=_table("embedding_cache"), k=_table("chunks")),
+                    (tenant_id, texts),
+                )
 
     # ------------------------------------------------------------------ manifest
 

@@ -14,6 +14,7 @@ from pipeline_support import (
     dead_letters,
     load_notices,
     migrate,
+    read_topic,
     running_workers,
     store_manifests,
     test_settings,
@@ -23,6 +24,7 @@ from pipeline_support import (
 from manifold.ingest import pipeline, workers
 from manifold.shared import topics
 from manifold.shared.config import ManifoldSettings
+from manifold.shared.dlq import DeadLetter
 
 DLQ = str(Path(sys.executable).parent / "dlq")
 
@@ -79,3 +81,45 @@ def test_fixed_poison_replays_once(settings: ManifoldSettings, kafka_bootstrap: 
         assert again.returncode == 0, again.stdout + again.stderr
         wait_for("the second replay to load", lambda: len(load_notices(kafka_bootstrap, tenant, doc)) >= 2, errors)
         assert store_manifests(ports, tenant, doc, 1) == loaded  # no duplicate artifacts
+
+
+def test_poison_of_any_shape_on_kafka_is_dead_lettered_and_the_worker_goes_on(
+        settings: ManifoldSettings, kafka_bootstrap: str, pg_conninfo: str, es_client, neo4j_driver) -> None:
+    """Raw poison on `manifold.documents` (deeply nested JSON, invalid UTF-8, wrong types, a value
+    too large for a DLQ message), in ONE partition with a good document behind it: every poison
+    message is dead-lettered with a reason, and the good one still publishes."""
+    from confluent_kafka import Producer
+
+    from manifold.shared.cli import _upstream_client
+    from manifold.shared.kafka import producer_config
+
+    s = test_settings(settings)
+    migrate(s)
+    tenant, doc = f"poison-{uuid.uuid4().hex[:8]}", "after-the-poison.md"
+    key = f"{tenant}/{doc}".encode()  # same key: same partition, poison first
+    poison = {
+        "nested": b'{"tenant_id": "' + tenant.encode() + b'", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+        "not-utf8": b'{"tenant_id": "' + tenant.encode() + b'", "\xff\xfe": "\x80"}',
+        "wrong-types": b'{"type": "DocumentUpserted", "tenant_id": "' + tenant.encode()
+                       + b'", "document_id": 7, "version": "one", "metadata": []}',
+        "huge": b'{"tenant_id": "' + tenant.encode() + b'", "pad": "' + b"x" * 900_000 + b'"}',
+    }
+    def by_key() -> list[DeadLetter]:
+        return read_topic(kafka_bootstrap, topics.DLQ, lambda raw: (
+            letter if (letter := DeadLetter.model_validate_json(raw)).key == key and letter.stage == "parse" else None))
+
+    producer = Producer(producer_config(kafka_bootstrap, "poison-test"))
+    for value in poison.values():
+        producer.produce(topics.DOCUMENTS, key=key, value=value)
+    assert producer.flush(30) == 0
+    with running_workers(s) as errors:
+        assert _upstream_client(s).publish_bytes(tenant, doc, b"# After\n\nThe good document behind the poison.\n",
+                                                 "text/markdown") == 1
+        wait_for("the good document behind the poison to load",
+                 lambda: len(load_notices(kafka_bootstrap, tenant, doc)) >= 1, errors)
+        wait_for("every poison message in the DLQ", lambda: len(by_key()) >= 4, errors)
+        assert not errors
+    letters = by_key()
+    assert len(letters) == 4 and all(d.error.strip() for d in letters)
+    assert {d.error_kind for d in letters} <= {"poison", "bad_input"}
+    assert any("truncated" in d.error for d in letters)  # the 900 kB value did not block the DLQ

@@ -431,3 +431,83 @@ def test_store_outages_are_transient(settings, tenants) -> None:
             handle(doc, pg, es, graph)
     finally:
         driver.close()
+
+
+# ---------------------------------------------------------------------------- embedding cache
+
+
+def test_embedding_cache_round_trips_float32_bit_for_bit_and_first_writer_wins(pg_roles, tenants) -> None:
+    import numpy as np
+
+    from manifold.shared.stores.embedding_cache_pg import PostgresEmbeddingCache
+
+    cache = PostgresEmbeddingCache(pg_roles["ingest"])
+    t1, t2 = tenants
+    first = np.asarray(_vector(1), dtype=np.float32).tolist()
+    noisy = (np.asarray(first, dtype=np.float32) + np.float32(1e-7)).tolist()
+    h = _sha("ACME buys sensors from Beta GmbH.")
+    assert cache.lookup(t1, "cfg", [h]) == {}
+    assert cache.fill(t1, "cfg", {h: first}) == {h: first}
+    assert cache.fill(t1, "cfg", {h: noisy}) == {h: first}  # the stored vector wins, bit for bit
+    assert cache.lookup(t1, "cfg", [h]) == {h: first}
+    assert cache.lookup(t1, "other-cfg", [h]) == {}
+    assert cache.lookup(t2, "cfg", [h]) == {}  # per tenant (RLS)
+    with pytest.raises(BadInput):
+        cache.lookup(t1, "cfg", ["not-a-hash"])
+    with psycopg.connect(pg_roles["ingest"]) as conn:  # no tenant set: RLS shows nothing
+        assert conn.execute("SELECT count(*) FROM manifold.embedding_cache").fetchone()[0] == 0
+
+
+def test_embedding_cache_entries_go_with_the_last_chunk_that_uses_them(stores: Stores, tenants, pg_roles) -> None:
+    from manifold.shared.stores.embedding_cache_pg import PostgresEmbeddingCache
+
+    cache = PostgresEmbeddingCache(pg_roles["ingest"])
+    tenant = tenants[0]
+    doc = build_doc(tenant)
+    used = {c.content_sha256: v for c, v in zip(doc.chunks, doc.vectors, strict=True)}
+    orphan = _sha("a text no stored chunk has")
+    cache.fill(tenant, "cfg", {**used, orphan: _vector(9)})
+    stores.relational.write_version(doc)
+    other = build_doc(tenant, document_id="contract-8")  # shares the chunk texts
+    stores.relational.write_version(other)
+    assert cache.sweep(tenant, grace_s=3600) == 0  # nothing old enough yet
+    assert cache.sweep(tenant, grace_s=0) == 1  # only the orphan: every other text is in use
+    stores.relational.delete_version(tenant, "contract-7", 1)
+    assert set(cache.lookup(tenant, "cfg", list(used))) == set(used)  # contract-8 still uses them
+    stores.relational.delete_version(tenant, "contract-8", 1)
+    assert cache.lookup(tenant, "cfg", list(used)) == {}  # erased with the last chunk using them
+
+
+def test_a_batch_loads_the_good_versions_and_gives_the_bad_one_its_own_error(stores: Stores, tenants) -> None:
+    from manifold.ingest.load import handle_batch
+
+    tenant = tenants[0]
+    stores.load(build_doc(tenant, document_id="contract-9"))  # stored with content v1
+    docs = [build_doc(tenant, document_id="contract-7"),
+            build_doc(tenant, document_id="contract-9", content="other bytes, same version"),  # immutable: bad
+            build_doc(tenant, document_id="contract-8")]
+    stores.written |= {(tenant, d.doc.document_id, 1) for d in docs}
+    first = handle_batch(docs, stores.relational, stores.text, stores.graph)
+    assert isinstance(first[1], BadInput)
+    assert [type(o).__name__ for o in first] == ["LoadNotice", "BadInput", "LoadNotice"]
+    for doc, notice in zip(docs[::2], first[::2], strict=True):
+        assert stores.manifests(tenant, doc.doc.document_id) == notice.stores == expected_manifests(doc)
+    again = handle_batch(docs, stores.relational, stores.text, stores.graph)  # a retry changes nothing
+    assert [o.stores for o in again[::2]] == [o.stores for o in first[::2]]
+    assert stores.manifests(tenant, "contract-9") == expected_manifests(build_doc(tenant, document_id="contract-9"))
+
+
+def test_a_pg_batch_is_one_transaction_a_failed_version_rolls_back_alone(pg_roles, tenants) -> None:
+    store = PostgresRelationalStore(pg_roles["ingest"])
+    tenant = tenants[0]
+    store.write_version(build_doc(tenant, document_id="contract-9"))
+    with store.batch(tenant):
+        store.write_version(build_doc(tenant, document_id="contract-7"))
+        with pytest.raises(BadInput):
+            store.write_version(build_doc(tenant, document_id="contract-9", content="changed"))
+        store.write_version(build_doc(tenant, document_id="contract-8"))
+        with pytest.raises(RuntimeError):  # one tenant per batch
+            store.manifest(tenants[1], "contract-7", 1)
+    for name in ("contract-7", "contract-8", "contract-9"):
+        assert store.manifest(tenant, name, 1) == expected_manifests(build_doc(tenant, document_id=name))[0]
+        store.delete_version(tenant, name, 1)

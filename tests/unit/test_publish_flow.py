@@ -221,3 +221,53 @@ def test_query_predicates_carry_tenant_and_mark() -> None:
         serving.cypher_active("r) OR true OR (r")
     with pytest.raises(BadInput):
         serving.es_active_filter("Bad Tenant")
+
+
+# -- batches ---------------------------------------------------------------------------------------
+def test_a_batch_activates_each_verified_version_and_gives_the_unverified_one_its_own_error(world) -> None:
+    ports, log = world
+    good = load(ports, 1)
+    bad = notice(2)  # no store holds version 2 yet
+    outcomes = publisher.handle_batch([good, bad], ports)
+    assert outcomes[0] is None and isinstance(outcomes[1], Transient)
+    assert ports.manifest.rows[1].state == "active" and ports.manifest.rows[2].state == "staged"
+    assert "activate 2" not in log  # nothing half-published
+    load(ports, 2)
+    assert publisher.handle_batch([bad], ports) == [None]  # the retry publishes it, retiring v1
+    assert ports.manifest.rows[2].state == "active" and ports.manifest.rows[1].state == "retired"
+    before = dict(ports.manifest.rows)
+    assert publisher.handle_batch([good, load(ports, 2)], ports) == [None, None]  # a replay changes nothing
+    assert ports.manifest.rows == before
+
+
+def test_a_batch_sets_marks_before_the_switch_and_clears_retired_ones_after(world) -> None:
+    ports, log = world
+    publisher.handle_batch([load(ports, 1)], ports)
+    log.clear()
+    publisher.handle_batch([load(ports, 2)], ports)
+    assert log == ["mark elasticsearch 2 True", "mark neo4j 2 True", "activate 2",
+                   "mark elasticsearch 1 False", "mark neo4j 1 False"]
+
+
+def test_a_delete_keeps_its_place_in_the_batch(world) -> None:
+    ports, log = world
+    v1, v3 = load(ports, 1), load(ports, 3)
+    delete = DocumentDeleted(tenant_id="t1", document_id="d", version=2, event_id="e" * 32)
+    assert publisher.handle_batch([v1, delete, v3], ports) == [None, None, None]
+    assert log.index("activate 1") < log.index("delete postgres 1") < log.index("activate 3")
+    assert ports.manifest.rows[1].state == "deleted" and ports.manifest.rows[3].state == "active"
+
+
+def test_a_store_outage_during_activation_is_that_versions_error_only(world) -> None:
+    ports, _ = world
+    activate = ports.manifest.activate
+
+    def flaky(tenant_id, document_id, version):
+        if version == 1:
+            raise Transient("postgres unavailable")
+        return activate(tenant_id, document_id, version)
+
+    ports.manifest.activate = flaky  # type: ignore[method-assign]
+    outcomes = publisher.handle_batch([load(ports, 1), load(ports, 2)], ports)
+    assert isinstance(outcomes[0], Transient) and outcomes[1] is None
+    assert ports.manifest.rows[2].state == "active"

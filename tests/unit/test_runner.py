@@ -33,9 +33,9 @@ class FakeMessage:
 class FakeConsumer:
     committed: list[int] = field(default_factory=list)
 
-    def commit(self, message, asynchronous: bool) -> None:
+    def commit(self, message=None, asynchronous: bool = True) -> None:
         assert asynchronous is False
-        self.committed.append(message.offset())
+        self.committed.append(message.offset() if message is not None else "positions")
 
 
 @dataclass
@@ -57,13 +57,14 @@ class FakeProducer:
         return 0
 
 
-def _runner(step, producer=None, attempts=3):
+def _runner(step, producer=None, attempts=3, step_batch=None, decode=None):
     spec = StageSpec(
         name="demo",
         source="in",
-        decode=lambda raw: json.loads(raw),
+        decode=decode or (lambda raw: json.loads(raw)),
         step=step,
         route=lambda out: Output("out", b"acme/doc-1", json.dumps(out).encode()),
+        step_batch=step_batch,
     )
     consumer, producer = FakeConsumer(), producer or FakeProducer()
     return StageRunner(spec, consumer, producer, RetryPolicy(attempts, 0.001, 0.002)), consumer, producer
@@ -179,3 +180,130 @@ def test_other_commit_failures_still_raise() -> None:
     runner.consumer = _LostAssignmentConsumer(KafkaError._TRANSPORT)
     with pytest.raises(KafkaException):
         runner.process(FakeMessage(b'{"n": 1}'))
+
+
+# -- micro-batches ------------------------------------------------------------------------------
+def _batch(*values: bytes) -> list[FakeMessage]:
+    return [FakeMessage(v, _offset=i) for i, v in enumerate(values)]
+
+
+def test_a_batch_goes_to_step_batch_in_one_call_and_commits_once_after_all_outputs() -> None:
+    calls = []
+
+    def step_batch(items):
+        calls.append(list(items))
+        return [{"seen": item["n"]} for item in items]
+
+    runner, consumer, producer = _runner(lambda item: pytest.fail("per-item step used"), step_batch=step_batch)
+    runner.process_batch(_batch(b'{"n": 1}', b'{"n": 2}', b'{"n": 3}'))
+    assert calls == [[{"n": 1}, {"n": 2}, {"n": 3}]]
+    assert [json.loads(v) for _, _, v, _ in producer.sent] == [{"seen": 1}, {"seen": 2}, {"seen": 3}]
+    assert consumer.committed == ["positions"]
+
+
+def test_per_document_outcomes_one_bad_document_does_not_hold_back_its_batch() -> None:
+    def step_batch(items):
+        return [BadInput(f"doc {item['n']} is corrupt") if item["n"] == 2 else {"seen": item["n"]}
+                for item in items]
+
+    runner, consumer, producer = _runner(lambda item: pytest.fail("per-item step used"), step_batch=step_batch)
+    runner.process_batch(_batch(b'{"n": 1}', b'{"n": 2}', b'{"n": 3}'))
+    assert [(t, json.loads(v).get("seen")) for t, _, v, _ in producer.sent if t == "out"] == [("out", 1), ("out", 3)]
+    [letter] = _dead_letters(producer)
+    assert letter.error_kind == "bad_input" and "doc 2 is corrupt" in letter.error and letter.source_offset == 1
+    assert consumer.committed == ["positions"]
+
+
+def test_a_batch_that_fails_as_a_whole_is_handled_per_document_so_each_failure_is_its_own() -> None:
+    batch_calls = []
+
+    def step_batch(items):
+        batch_calls.append(len(items))
+        raise Transient("elasticsearch unavailable halfway through the bulk write")
+
+    def step(item):
+        if item["n"] == 2:
+            raise BadInput("doc 2 has a vector of the wrong dimension")
+        return {"seen": item["n"]}
+
+    runner, consumer, producer = _runner(step, step_batch=step_batch, attempts=2)
+    runner.process_batch(_batch(b'{"n": 1}', b'{"n": 2}', b'{"n": 3}'))
+    assert batch_calls == [3, 3]  # retried as a batch first
+    assert [json.loads(v)["seen"] for t, _, v, _ in producer.sent if t == "out"] == [1, 3]
+    [letter] = _dead_letters(producer)
+    assert letter.source_offset == 1 and "wrong dimension" in letter.error
+
+
+def test_a_transient_outcome_is_retried_for_that_document_alone() -> None:
+    tries = []
+
+    def step(item):
+        tries.append(item["n"])
+        return {"seen": item["n"], "alone": True}
+
+    runner, _, producer = _runner(step, step_batch=lambda items: [
+        Transient("lock timeout") if it["n"] == 2 else {"seen": it["n"]} for it in items])
+    runner.process_batch(_batch(b'{"n": 1}', b'{"n": 2}', b'{"n": 3}'))
+    assert tries == [2]
+    assert [json.loads(v)["seen"] for t, _, v, _ in producer.sent if t == "out"] == [1, 2, 3]  # order kept
+
+
+def test_a_batch_is_split_by_bytes() -> None:
+    from manifold.ingest.runner import BatchPolicy
+
+    sizes = []
+    runner, _, producer = _runner(lambda item: item, step_batch=lambda items: sizes.append(len(items)) or items)
+    runner.batch = BatchPolicy(max_messages=10, max_bytes=20)
+    runner.process_batch(_batch(b'{"n": 1}', b'{"n": 2}', b'{"n": 3}', b'{"n": 4}'))  # 8 bytes each
+    assert sizes == [2, 2]
+    assert len(producer.sent) == 4
+
+
+# -- poison: no input of any shape escapes the routing or stops the worker ------------------------
+_POISON = {
+    "deeply nested JSON": b"[" * 200_000 + b"]" * 200_000,
+    "nested object": b'{"doc": ' * 50_000 + b"1" + b"}" * 50_000,
+    "not UTF-8": b"\xff\xfe\x00{\x80\x81 tenant",
+    "wrong types": b'{"tenant_id": ["a"], "document_id": {"x": 1}, "version": "7", "doc": 3}',
+    "huge integer": b'{"tenant_id": "acme", "version": ' + b"9" * 5000 + b"}",
+    "huge value": b'{"tenant_id": "acme", "pad": "' + b"x" * 2_000_000 + b'"}',
+    "empty": b"",
+    "tombstone": None,
+    "JSON null": b"null",
+}
+
+
+@pytest.mark.parametrize("decoder", ["parse_event", "stage_notice", "publish"])
+def test_poison_of_any_shape_goes_to_the_dlq_with_a_reason_and_the_offset_is_committed(decoder: str) -> None:
+    from manifold.ingest import workers
+    from manifold.ingest.notices import StageNotice
+    from manifold.ingest.runner import DLQ_VALUE_LIMIT
+    from manifold.shared.events import parse_event
+
+    decode = {"parse_event": parse_event, "stage_notice": workers._decoder(StageNotice),
+              "publish": workers._publish_decode}[decoder]
+    runner, consumer, producer = _runner(lambda item: {"ok": 1}, decode=decode,
+                                         step_batch=lambda items: [{"ok": 1} for _ in items])
+    msgs = _batch(*_POISON.values()) + [FakeMessage(b'{"n": 1}', _offset=99)]
+    runner.process_batch(msgs[:-1])
+    letters = _dead_letters(producer)
+    assert sorted(letter.source_offset for letter in letters) == list(range(len(_POISON)))
+    for letter in letters:
+        assert letter.error.strip(), letter
+        assert len(letter.value_b64) <= DLQ_VALUE_LIMIT * 4 // 3 + 4
+    huge = next(letter for letter in letters if letter.source_offset == list(_POISON).index("huge value"))
+    assert "truncated" in huge.error
+    assert consumer.committed == ["positions"]
+
+
+def test_poison_raised_by_the_step_itself_is_routed_too() -> None:
+    def step(item):
+        def nest(n):
+            return nest(n + 1)
+        return nest(0)  # RecursionError inside a handler
+
+    runner, consumer, producer = _runner(step)
+    runner.process_batch(_batch(b'{"n": 1}'))
+    [letter] = _dead_letters(producer)
+    assert letter.error_kind == "poison" and "RecursionError" in letter.error
+    assert consumer.committed == ["positions"]
