@@ -619,6 +619,7 @@ CREATE TABLE bus_partitions (
 INSERT INTO bus_partitions (topic, partition, next_offset)
     SELECT topic, partition, max("offset") + 1 FROM bus_messages GROUP BY topic, partition;
 GRANT SELECT, INSERT, UPDATE ON bus_partitions TO {INGEST_ROLE};
+RESET ROLE;
 """
 
 _M11 = f"""
