@@ -31,7 +31,7 @@ from confluent_kafka import Producer
 from pydantic import ValidationError
 
 from manifold.ingest.media import guess_media_type
-from manifold.shared import topics
+from manifold.shared import topics, tracing
 from manifold.shared.events import (
     MAX_INLINE_BYTES,
     ContentRef,
@@ -83,6 +83,15 @@ class UpstreamClient:
     def _sign(self, event: Any) -> Any:
         return event if self.signer is None else self.signer(event)
 
+    def _send(self, event: Any) -> None:
+        """Produce the event and wait for the ack, inside the span that starts the version's
+        trace: the `traceparent` header makes every stage's span a child of it."""
+        attributes = {"manifold.tenant_id": event.tenant_id, "manifold.document_id": event.document_id,
+                      "manifold.version": event.version}
+        with tracing.span("upstream publish", attributes=attributes):
+            send_sync(self.producer, topics.DOCUMENTS, event.key, event.model_dump_json().encode(),
+                      headers=tracing.inject())
+
     def publish_bytes(
         self,
         tenant_id: str,
@@ -106,7 +115,7 @@ class UpstreamClient:
         if ref is not None:
             self.staging.put_blob(tenant_id, content)
         event = self._sign(event.model_copy(update={"version": version}))
-        send_sync(self.producer, topics.DOCUMENTS, event.key, event.model_dump_json().encode())
+        self._send(event)
         self.ledger.confirm(tenant_id, document_id, version)
         return version
 
@@ -120,7 +129,7 @@ class UpstreamClient:
         if version is None:
             return None
         event = self._sign(event.model_copy(update={"version": version}))
-        send_sync(self.producer, topics.DOCUMENTS, event.key, event.model_dump_json().encode())
+        self._send(event)
         self.ledger.confirm(tenant_id, document_id, version)
         return version
 

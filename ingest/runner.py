@@ -38,7 +38,7 @@ from typing import Any, Generic, TypeVar
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from manifold.shared import metrics, topics
+from manifold.shared import metrics, topics, tracing
 from manifold.shared.dlq import DeadLetter, ErrorKind, b64
 from manifold.shared.errors import BadInput, Transient
 from manifold.shared.kafka import DeliveryTracker, commit_sync
@@ -117,6 +117,7 @@ class StageRunner(Generic[In, Out]):
         self.batch = batch or BatchPolicy()
         self._lag_checked = 0.0
         self._delivery = DeliveryTracker(producer)
+        self._spans: dict[int, Any] = {}  # the current group's span per message (id(msg))
 
     # -- messages ----------------------------------------------------------------------------
     def process(self, msg: Message) -> None:
@@ -157,13 +158,27 @@ class StageRunner(Generic[In, Out]):
     def _handle_group(self, msgs: list[Message]) -> None:
         """Decode each message, run the stage over the decodable ones, route every outcome."""
         started = time.monotonic()
+        self._spans = {id(msg): tracing.start_span(f"stage {self.spec.name}", parent=_headers(msg)) for msg in msgs}
+        try:
+            self._handle_decoded(msgs)
+        finally:
+            for span in self._spans.values():
+                span.end()
+            self._spans = {}
+        per_message = (time.monotonic() - started) / max(len(msgs), 1)
+        for _ in msgs:  # busy time shared by the batch's messages (sum = the batch's time)
+            metrics.LATENCY.labels(self.spec.name).observe(per_message)
+
+    def _handle_decoded(self, msgs: list[Message]) -> None:
         decoded: list[tuple[Message, Any]] = []
         for msg in msgs:
             try:
                 value = msg.value()
                 if value is None:
                     raise BadInput("message has no value (tombstone) on a stage topic")
-                decoded.append((msg, self.spec.decode(value)))
+                item = self.spec.decode(value)
+                decoded.append((msg, item))
+                self._spans[id(msg)].set_attributes(_span_ids(item))
             except Exception as err:  # noqa: BLE001 - any decode failure is this message's own
                 self._route_error(msg, err, 1)
         if self.spec.step_batch is not None and len(decoded) > 1:
@@ -175,9 +190,6 @@ class StageRunner(Generic[In, Out]):
                 self._handle_one(msg, item)  # alone, with its own retries
             else:
                 self._finish(msg, outcomes[i], 1)
-        per_message = (time.monotonic() - started) / max(len(msgs), 1)
-        for _ in msgs:  # busy time shared by the batch's messages (sum = the batch's time)
-            metrics.LATENCY.labels(self.spec.name).observe(per_message)
 
     def _run_batch(self, items: list[Any]) -> list[Outcome] | None:
         """The batch's outcomes, or None when the batch call failed as a whole (then each item is
@@ -220,7 +232,9 @@ class StageRunner(Generic[In, Out]):
                 metrics.SKIPPED.labels(name, self.spec.none_means).inc()
             else:
                 out = self.spec.route(outcome)
-                self._delivery.produce(out.topic, out.key, out.value)
+                span = self._spans.get(id(msg))
+                self._delivery.produce(out.topic, out.key, out.value,
+                                       tracing.headers_for(span) if span is not None else None)
                 metrics.PROCESSED.labels(name).inc()
         except Exception as err:  # noqa: BLE001 - e.g. an output the bus refuses (too large)
             self._route_error(msg, err, attempts)
@@ -346,3 +360,17 @@ def _identity(value: bytes | None) -> dict[str, Any]:
         return out
     except Exception:  # noqa: BLE001 - identity is a courtesy; the dead letter must still be written
         return {}
+
+
+def _headers(msg: Message) -> Any:
+    try:
+        return msg.headers()
+    except Exception:  # noqa: BLE001 - a message without readable headers starts a new trace
+        return None
+
+
+def _span_ids(item: Any) -> dict[str, Any]:
+    """The ids a stage span carries (never content)."""
+    ref = getattr(item, "doc", item)  # a LoadNotice names its document in `doc`
+    ids = {k: getattr(ref, k, None) for k in ("tenant_id", "document_id", "version")}
+    return {f"manifold.{k}": v for k, v in ids.items() if isinstance(v, str | int)}

@@ -134,3 +134,17 @@ def trace_id(span_: trace.Span | None = None) -> str | None:
     """The 32-hex trace id of `span_` (or the current span), None when there is none."""
     ctx = (span_ or trace.get_current_span()).get_span_context()
     return format(ctx.trace_id, "032x") if ctx.is_valid else None
+
+
+def start_span(name: str, *, parent: HeaderList | None = None,
+               attributes: Mapping[str, Any] | None = None) -> trace.Span:
+    """A started span that is NOT made current (for work that interleaves several messages,
+    such as a stage runner's micro-batch); the caller ends it."""
+    configure()
+    clean = {k: v for k, v in (attributes or {}).items() if v is not None}
+    return tracer().start_span(name, context=extract(parent), attributes=clean)
+
+
+def headers_for(span_: trace.Span, headers: list[tuple[str, bytes]] | None = None) -> list[tuple[str, bytes]]:
+    """`headers` plus the trace context of `span_` (so the next stage's span is its child)."""
+    return inject(headers, trace.set_span_in_context(span_))
