@@ -38,7 +38,6 @@ import os
 import platform
 import re
 import resource
-import tempfile
 import threading
 import time
 import uuid
@@ -48,7 +47,7 @@ from typing import Any
 import psycopg
 
 from manifold.ingest import ROLES, embed
-from manifold.shared import metrics, topics
+from manifold.shared import metrics
 from manifold.shared.config import ManifoldSettings
 
 DEFAULT_CORPUS = Path("/work/shared/data/beir-scifact/corpus.jsonl")
