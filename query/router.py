@@ -27,6 +27,10 @@ Guarantees of `route(question, catalog, as_of=..., classifier=...)`:
   symbols or currency words); `statuses` are canonical status words in question order.
 - `topic` is what is left after removing anchors, identifiers, time phrases and stop/question
   words, or None when nothing is left.
+- Text in quotation marks is what to search for: only the lexical cues read it. A duration asked
+  of a rule ("for how many years must we keep …") is not a total, and "free of charge" / "no
+  charge" is a condition, not an amount. Documents that "cover" (address, apply to) something
+  when the question names no entity or identifier also raise `semantic`.
 - `rules_fired` lists every rule that contributed, for the trace.
 """
 
@@ -149,6 +153,13 @@ _DURATION = (r"how\s+(?:many|much)\s+(?:more\s+)?(?:years?|months?|weeks?|days?|
 records but a question about what the documents require."""
 _NO_PRICE = r"(?<!free\sof\s)(?<!\bno\s)(?<!without\s)(?<!\bno\sextra\s)"
 """Before a price word: "free of charge", "no charge", "without charge" state a condition, not an amount."""
+
+
+_DOCUMENTS_ABOUT = re.compile(
+    r"\b(?:which|what)\s+(?:contracts?|agreements?|polic(?:y|ies)|documents?|clauses?|terms)\s+"
+    r"(?:cover|covers|address|addresses|deal\s+with|deals\s+with|apply\s+to|applies\s+to|govern|governs)\b",
+    re.IGNORECASE)
+"""Documents as the subject of a covering verb: with no entity named, the object is a topic."""
 
 
 @dataclass(frozen=True)
@@ -554,11 +565,11 @@ def _rule_scores(question: str, identifiers: list[str],
     for cue in CUES:
         if cue.pattern.search(question if cue.intent == "lexical" else unquoted):
             fire(cue.intent, cue.weight, cue.name)
-    if not anchored and not identifiers and "intent:relationship:relation_verb" in fired:
-        # A relation verb with nothing named to start from ("which contracts cover the return of
-        # damaged goods?") asks what the documents say about a topic: a search as much as a
-        # traversal.
-        fire("semantic", 0.75, "relation_without_anchor")
+    if not anchored and not identifiers and _DOCUMENTS_ABOUT.search(question):
+        # Documents that "cover" something when nothing named is the object ("which contracts
+        # cover the return of damaged goods?") asks what the documents say about a topic: a
+        # search as much as a traversal.
+        fire("semantic", 0.75, "documents_about_topic")
     if identifiers:
         # An identifier asks for its record only when nothing else is asked of it ("INV-0148?",
         # "status of PO-7001"); in "what did we spend on PRD-482" it is a filter of the total and
