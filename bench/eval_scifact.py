@@ -4,10 +4,14 @@ Two phases, both resumable:
 
 1. **ingest** — verifies `SHA256SUMS` (the data files are never modified), then publishes every
    corpus document with the upstream client as a `text/markdown` document `"title\n\ntext"` whose
-   document id is the corpus `_id`, under one tenant (default `scifact`), runs every worker role
+   document id is the corpus `_id` and whose `title` metadata is the corpus title, under one tenant
+   (default `scifact`), runs every worker role
    in this process (what `manifold workers` runs) and waits until all 5,183 versions are active.
    The client's version ledger skips unchanged documents, so a re-run publishes nothing and only
    waits; messages left on the topics by an interrupted run are picked up by the consumer groups.
+   `ingest --bulk` instead runs the same stage handlers in this process without Kafka
+   (`bench/bulk_load.py`: embeddings batched across documents; it also writes the PostgreSQL text
+   index), judged documents first so that an interrupted load can be scored with `--partial`.
 2. **evaluate** — in one run, for the 300 test queries: BM25 (`BM25Executor`, Elasticsearch),
    dense (`VectorExecutor`, MiniLM on pgvector: as routed, HNSW above `exact_search_below`
    chunks, plus a forced exact scan), hybrid RRF as served (`HybridExecutor`, the settings'
@@ -68,8 +72,12 @@ NOTES = [
     'Elasticsearch BM25 statistics (IDF, average length) come from the whole shared index (every tenant '
     "and version), PostgreSQL BM25 from this tenant's serving chunks only: the two lexical rows differ "
     'partly for that reason.',
-    'Tuning never looks at the test split: RRF k and the BM25 weight are chosen on the train qrels; '
-    'shared/config.py defaults are unchanged.',
+    'Tuning never looks at the test split: RRF k and the BM25 weight (document level) and the served '
+    'fusion method and weights (query.fusion.fuse, chunk level) are chosen on the train qrels.',
+    'Each abstract is published as "title\n\ntext" with the corpus title as the document\'s title metadata: '
+    'the title heads the root section, so every chunk\'s BM25 title field holds it.',
+    'Lexical analysis: shared/analysis.py (stop words, Snowball English stems) for both text indexes and the '
+    'query side.',
 ]
 log = logging.getLogger("eval_scifact")
 
