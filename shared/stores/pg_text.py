@@ -6,10 +6,10 @@ migration 7 (`pg_schema`):
 - `text_chunks`: one row per (tenant, chunk) with the same fields as the Elasticsearch document
   (document, version, section id/title/path, ordinal, kind, text, identifiers, hashes, pipeline
   versions, fingerprint), the analysed lengths of the `text` and `title` fields, the
-  space-joined analysed title (`section_title_terms`, for phrase matches) and the `serving` mark.
+  space-joined unstemmed analysed section title (`section_title_terms`, for phrase matches) and the `serving` mark.
 - `text_terms`: postings, one row per (chunk, field, term) with its term frequency `tf`; the
-  fields are `text` (chunk text) and `title` (section title), as `text` and
-  `section_title.text` in Elasticsearch.
+  fields are `text` (chunk text) and `title` (document title + section path), as `text_terms` and
+  `title_terms` in Elasticsearch.
 
 Analysis (`manifold.shared.analysis`, the same module Elasticsearch's fields are fed from): the
 `text` and `title` postings hold `analysis.terms` (stop words removed, Snowball English stems,
