@@ -197,7 +197,8 @@ def scifact_section(results: Path) -> list[str]:
     corpus = data.get("corpus_active_documents")
     out += [f"Source: `bench/results/scifact.json` (tenant `{data.get('tenant')}`, "
             f"{corpus if corpus is not None else '?'} of {data.get('corpus_documents')} corpus documents active; "
-            f"document-level scores, a document ranked by its best chunk; machine: {_machine_note(data)}).", ""]
+            f"document-level scores, a document ranked by its best chunk; written at commit `{data.get('commit')}`; "
+            f"machine: {_machine_note(data)}).", ""]
     if corpus is not None and corpus < (data.get("corpus_documents") or 0):
         out += [f"**PARTIAL CORPUS: only {corpus} of {data.get('corpus_documents')} documents were ingested when this "
                 f"ran; only the {data.get('test_queries_scored')} test queries whose relevant documents were all "
