@@ -140,11 +140,28 @@ def bulk_load(settings: Any, tenant: str, docs: int, *, seed: int = 7, batch_doc
               embed_batch: int = 64, load_threads: int = 16, progress: bool = True,
               limit: int | None = None, stop: threading.Event | None = None) -> LoadReport:
     """Load the first `docs` documents of the seeded corpus into `tenant` and activate them."""
+    from manifold.ingest.media import guess_media_type
+
+    def sources() -> Any:
+        for path, document_id in generate(docs, seed):
+            content = path.read_bytes()
+            yield document_id, content, guess_media_type(path, content[:4096]), {"source_path": document_id}
+
+    return load_sources(settings, tenant, sources(), batch_docs=batch_docs, embed_batch=embed_batch,
+                        load_threads=load_threads, progress=progress, limit=limit, stop=stop)
+
+
+def load_sources(settings: Any, tenant: str, items: Any, *, batch_docs: int = 128, embed_batch: int = 64,
+                 load_threads: int = 16, progress: bool = True, limit: int | None = None,
+                 stop: threading.Event | None = None, pg_text: Any = None) -> LoadReport:
+    """Load `items` — (document_id, content bytes, media type or None, metadata) — into `tenant`
+    through the stage handlers and activate them (module docstring). `pg_text`: also write each
+    activated version to this `PostgresTextIndex` and mark it serving (the embedded profile's text
+    index, from the same `ExtractedDocument` the load stage gave Elasticsearch)."""
     from tqdm import tqdm
 
     from manifold.ingest import chunk, extract, load, parse, publisher, workers
     from manifold.ingest.embed import EmbeddingMismatch
-    from manifold.ingest.media import guess_media_type
     from manifold.shared.artifacts import DocRef, EmbeddedDocument
     from manifold.shared.errors import BadInput, Transient
 
@@ -153,12 +170,12 @@ def bulk_load(settings: Any, tenant: str, docs: int, *, seed: int = 7, batch_doc
     ports.embedder.batch_size = embed_batch  # type: ignore[attr-defined]
     ports.embedder.warm_up()  # type: ignore[attr-defined]
     lifecycle = workers.publish_ports(ports, settings)
-    items = generate(docs, seed)
+    items = list(items)
     done = active_documents(lifecycle, tenant)
-    todo = [(p, d) for p, d in items if d not in done]
+    todo = [it for it in items if it[0] not in done]
     if limit is not None:
         todo = todo[:limit]
-    report = LoadReport(tenant=tenant, documents=len(items), skipped_active=sum(1 for _, d in items if d in done))
+    report = LoadReport(tenant=tenant, documents=len(items), skipped_active=sum(1 for it in items if it[0] in done))
     lock = threading.Lock()
     bar = tqdm(total=len(todo), unit="doc", disable=not progress, smoothing=0.05, mininterval=2.0,
                file=sys.stderr, dynamic_ncols=False, ncols=110)
@@ -168,6 +185,10 @@ def bulk_load(settings: Any, tenant: str, docs: int, *, seed: int = 7, batch_doc
             try:
                 notice = load.handle(extracted, ports.relational, ports.text, ports.graph)
                 outcome = publisher.publish(notice, lifecycle)
+                if pg_text is not None:
+                    ref = extracted.doc
+                    pg_text.write_version(extracted)
+                    pg_text.set_serving(ref.tenant_id, ref.document_id, ref.version, True)
                 break
             except Transient:
                 if attempt == 4:
@@ -188,16 +209,14 @@ def bulk_load(settings: Any, tenant: str, docs: int, *, seed: int = 7, batch_doc
             if stop is not None and stop.is_set():
                 break  # drain what is in flight, then report (a rerun continues from here)
             chunked_docs = []
-            for path, document_id in todo[start:start + batch_docs]:
-                content = path.read_bytes()
-                media_type = guess_media_type(path, content[:4096])
+            for document_id, content, media_type, metadata in todo[start:start + batch_docs]:
                 if media_type is None:
                     report.rejected.append((document_id, "unknown media type"))
                     bar.update(1)
                     continue
                 ref = DocRef(tenant_id=tenant, document_id=document_id, version=1,
                              content_sha256=hashlib.sha256(content).hexdigest(), media_type=media_type,
-                             metadata={"source_path": document_id})
+                             metadata=metadata)
                 try:
                     chunked_docs.append(chunk.handle(parse.handle(ref, content, ports.versions)))
                 except BadInput as err:

@@ -4,10 +4,14 @@ Two phases, both resumable:
 
 1. **ingest** — verifies `SHA256SUMS` (the data files are never modified), then publishes every
    corpus document with the upstream client as a `text/markdown` document `"title\n\ntext"` whose
-   document id is the corpus `_id`, under one tenant (default `scifact`), runs every worker role
+   document id is the corpus `_id` and whose `title` metadata is the corpus title, under one tenant
+   (default `scifact`), runs every worker role
    in this process (what `manifold workers` runs) and waits until all 5,183 versions are active.
    The client's version ledger skips unchanged documents, so a re-run publishes nothing and only
    waits; messages left on the topics by an interrupted run are picked up by the consumer groups.
+   `ingest --bulk` instead runs the same stage handlers in this process without Kafka
+   (`bench/bulk_load.py`: embeddings batched across documents; it also writes the PostgreSQL text
+   index), judged documents first so that an interrupted load can be scored with `--partial`.
 2. **evaluate** — in one run, for the 300 test queries: BM25 (`BM25Executor`, Elasticsearch),
    dense (`VectorExecutor`, MiniLM on pgvector: as routed, HNSW above `exact_search_below`
    chunks, plus a forced exact scan), hybrid RRF as served (`HybridExecutor`, the settings'
@@ -69,8 +73,12 @@ NOTES = [
     'Elasticsearch BM25 statistics (IDF, average length) come from the whole shared index (every tenant '
     "and version), PostgreSQL BM25 from this tenant's serving chunks only: the two lexical rows differ "
     'partly for that reason.',
-    'Tuning never looks at the test split: RRF k and the BM25 weight are chosen on the train qrels; '
-    'shared/config.py defaults are unchanged.',
+    'Tuning never looks at the test split: RRF k and the BM25 weight (document level) and the served '
+    'fusion method and weights (query.fusion.fuse, chunk level) are chosen on the train qrels.',
+    'Each abstract is published as "title\n\ntext" with the corpus title as the document\'s title metadata: '
+    'the title heads the root section, so every chunk\'s BM25 title field holds it.',
+    'Lexical analysis: shared/analysis.py (stop words, Snowball English stems) for both text indexes and the '
+    'query side.',
 ]
 log = logging.getLogger("eval_scifact")
 
@@ -116,6 +124,32 @@ def document_text(doc: dict[str, str]) -> str:
     return f"{doc['title']}\n\n{doc['text']}"
 
 
+def document_metadata(doc: dict[str, str]) -> dict[str, str]:
+    """The corpus title is the document's `title` metadata (it names the root section, so every
+    chunk's title field holds it); the body keeps it too, as the abstract's first line."""
+    meta = {"source_path": doc["_id"]}
+    if doc.get("title", "").strip():
+        meta["title"] = doc["title"].strip()
+    return meta
+
+
+def ingest_bulk(settings: Any, tenant: str, corpus: list[dict[str, str]]) -> dict[str, Any]:
+    """The fast path (`bench/bulk_load.py`): the same stage handlers and store adapters in this
+    process, no Kafka, embeddings batched across documents; each activated version is also written
+    to the embedded profile's PostgreSQL text index. Resumable (active documents are skipped)."""
+    from bulk_load import load_sources
+
+    from manifold.shared.stores.pg_text import PostgresTextIndex
+
+    # documents judged by some train or test query first, then the rest in corpus order: an
+    # interrupted load can still be scored with --partial (labelled as such)
+    judged = set().union(*(rel for split in ("test", "train") for rel in load_test(DATA, split)[1].values()))
+    ordered = sorted(corpus, key=lambda d: d["_id"] not in judged)
+    items = [(d["_id"], document_text(d).encode(), "text/markdown", document_metadata(d)) for d in ordered]
+    report = load_sources(settings, tenant, items, pg_text=PostgresTextIndex.from_settings(settings))
+    return {"loader": "bench/bulk_load.py load_sources (stage handlers in-process, no Kafka)", **report.as_dict()}
+
+
 # ---- phase 1: ingestion -----------------------------------------------------------------------------
 
 def ingest(settings: Any, tenant: str, corpus: list[dict[str, str]], timeout_s: float) -> dict[str, Any]:
@@ -140,7 +174,7 @@ def ingest(settings: Any, tenant: str, corpus: list[dict[str, str]], timeout_s: 
     try:
         for i, doc in enumerate(corpus, start=1):
             version = client.publish_bytes(tenant, doc["_id"], document_text(doc).encode(), "text/markdown",
-                                           {"source_path": doc["_id"]})
+                                           document_metadata(doc))
             if version is None:
                 unchanged += 1
             else:
@@ -208,6 +242,34 @@ def score_runs(runs: dict[str, list[str]], qrels: dict[str, set[str]]) -> dict[s
 
 GRID_K = (5, 10, 20, 30, 40, 60, 100)
 GRID_W = (0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
+GRID_ALPHA = tuple(round(0.05 * i, 2) for i in range(2, 19))
+"""Convex BM25 weight for normalised score fusion (vector weight 1 - alpha)."""
+SERVED_DEPTH = 100
+
+
+def fusion_grid(b_hits: dict[str, Any], v_hits: dict[str, Any], qrels: dict[str, set[str]]) -> list[dict[str, Any]]:
+    """The served fusion (`query.fusion.fuse`, chunk level, 100 candidates per branch, per-document
+    cap 1) over the train queries' BM25 and vector chunk hits, for every method and weight."""
+    from manifold.query.fusion import fuse
+
+    def score(method: str, k: int, weights: dict[str, float]) -> dict[str, float]:
+        runs = {}
+        for qid in qrels:
+            fused = fuse({"bm25": b_hits[qid], "vector": v_hits[qid]}, k=k, weights=weights,
+                         per_document_cap=1, limit=100, method=method)
+            runs[qid] = doc_ranking([f.hit for f in fused.hits])
+        return score_runs(runs, qrels)
+
+    grid = []
+    for k in GRID_K:
+        for w in GRID_W:
+            grid.append({"method": "rrf", "k": k, "bm25": w, "vector": 1.0,
+                         **score("rrf", k, {"bm25": w, "vector": 1.0})})
+    for method in ("minmax", "zscore"):
+        for a in GRID_ALPHA:
+            grid.append({"method": method, "k": None, "bm25": a, "vector": round(1 - a, 2),
+                         **score(method, 60, {"bm25": a, "vector": round(1 - a, 2)})})
+    return grid
 
 
 def tune_on_train(settings: Any, tenant: str, data: Path, timeout_s: float, depth: int,
@@ -234,12 +296,13 @@ def tune_on_train(settings: Any, tenant: str, data: Path, timeout_s: float, dept
     vector = VectorExecutor(pg, SentenceTransformerEmbedder(), q)
     ids = sorted(qrels, key=int)
     vectors = vector._embedder.encode([queries[i] for i in ids])  # noqa: SLF001 - the executor's own embedder
-    b_runs, v_runs = {}, {}
+    b_runs, v_runs, b_hits, v_hits = {}, {}, {}, {}
     for qid, vec in zip(ids, vectors, strict=True):
-        b_runs[qid] = doc_ranking(bm25.run(BM25SearchParams.model_construct(query=queries[qid], limit=depth,
-                                                                            document_ids=None),
-                                           tenant_id=tenant, timeout_s=timeout_s).hits)
-        v_runs[qid] = doc_ranking(vector.search_vector(vec, tenant_id=tenant, limit=depth, timeout_s=timeout_s).hits)
+        hits = bm25.run(BM25SearchParams.model_construct(query=queries[qid], limit=depth, document_ids=None),
+                        tenant_id=tenant, timeout_s=timeout_s).hits
+        b_runs[qid], b_hits[qid] = doc_ranking(hits), hits[:SERVED_DEPTH]
+        hits = vector.search_vector(vec, tenant_id=tenant, limit=depth, timeout_s=timeout_s).hits
+        v_runs[qid], v_hits[qid] = doc_ranking(hits), hits[:SERVED_DEPTH]
     grid = []
     for k in GRID_K:
         for w in GRID_W:
@@ -247,8 +310,12 @@ def tune_on_train(settings: Any, tenant: str, data: Path, timeout_s: float, dept
                     for qid in ids}
             grid.append({"k": k, "bm25_weight": w, "vector_weight": 1.0, **score_runs(runs, qrels)})
     best = max(grid, key=lambda g: (g["ndcg@10"], -abs(g["k"] - 60), -abs(g["bm25_weight"] - 1.0)))
+    served = fusion_grid(b_hits, v_hits, qrels)
+    best_served = max(served, key=lambda g: (g["ndcg@10"], g["recall@100"], g["method"] == "rrf"))
     return {"queries": len(ids), "bm25": score_runs(b_runs, qrels), "vector": score_runs(v_runs, qrels),
-            "best": best, "grid": grid}
+            "best": best, "grid": grid, "served_fusion_best": best_served, "served_fusion_grid": served,
+            "served_fusion_note": "query.fusion.fuse over the first 100 chunk hits of each branch (the served "
+                                  "depth), per-document cap 1; method and weights chosen by train nDCG@10"}
 
 
 def _pg_lexical(settings: Any) -> tuple[Any, str]:
@@ -307,6 +374,14 @@ def index_pg_text(settings: Any, tenant: str) -> dict[str, Any]:
             "seconds": round(time.monotonic() - started, 1)}
 
 
+def served_fusion_label(q: Any) -> str:
+    from manifold.query.executors.hybrid import fusion_choice
+
+    method, weights = fusion_choice(q, "default")
+    shown = f"bm25 {weights.get('bm25', 0):g}, vector {weights.get('vector', 0):g}"
+    return f"weighted RRF k={q.rrf_k}, {shown}" if method == "rrf" else f"{method} score fusion, {shown}"
+
+
 def evaluate(settings: Any, tenant: str, queries: dict[str, str], qrels: dict[str, set[str]], *,
              depth: int, rrf_k: int, timeout_s: float, tuned: dict[str, Any] | None = None,
              skip_pg: bool = False) -> dict[str, Any]:
@@ -328,10 +403,21 @@ def evaluate(settings: Any, tenant: str, queries: dict[str, str], qrels: dict[st
     vector = VectorExecutor(pg, embedder, q)
     hybrid = HybridExecutor(ExactLookupExecutor(es, pg, q), bm25, vector, pg, q)
     tuned_q = None
-    if tuned is not None:  # the served executor with the train-selected k and weights (settings override only)
-        weights = {"exact": 1.0, "bm25": tuned["bm25_weight"], "vector": tuned["vector_weight"]}
-        tuned_q = q.model_copy(update={"rrf_k": tuned["k"], "rrf_weights": {**q.rrf_weights, "default": weights}})
-        hybrid_tuned = HybridExecutor(ExactLookupExecutor(es, pg, tuned_q), bm25, vector, pg, tuned_q)
+    variants: dict[str, HybridExecutor] = {}
+    # the served executor with the previous serving default: weighted RRF k=60, equal weights
+    rrf60 = q.model_copy(update={"rrf_k": 60, "fusion_method": {"default": "rrf"},
+                                 "rrf_weights": {"default": {"exact": 1.0, "bm25": 1.0, "vector": 1.0}}})
+    variants["hybrid_rrf60"] = HybridExecutor(ExactLookupExecutor(es, pg, rrf60), bm25, vector, pg, rrf60)
+    if tuned is not None:  # the served executor with the train-selected fusion (settings override only)
+        sb = tuned.get("served_fusion_best")
+        if sb:
+            weights = {"exact": 1.0, "bm25": sb["bm25"], "vector": sb["vector"]}
+            table = "rrf_weights" if sb["method"] == "rrf" else "score_weights"
+            tuned_q = q.model_copy(update={"rrf_k": sb["k"] or q.rrf_k, "fusion_method": {"default": sb["method"]},
+                                           table: {**getattr(q, table), "default": weights}})
+            variants["hybrid_tuned"] = HybridExecutor(ExactLookupExecutor(es, pg, tuned_q), bm25, vector, pg,
+                                                      tuned_q)
+        tuned = tuned["best"]
     ids = sorted(qrels, key=int)
     texts = [queries[i] for i in ids]
     t0 = time.monotonic()
@@ -366,13 +452,14 @@ def evaluate(settings: Any, tenant: str, queries: dict[str, str], qrels: dict[st
         latency["hybrid"].append((time.monotonic() - t) * 1000)
         runs["hybrid"][qid] = doc_ranking(hres.hits)
 
-        if tuned_q is not None:
+        for name, executor in variants.items():
             t = time.monotonic()
-            tres = hybrid_tuned.run(HybridSearchParams.model_construct(
+            vres = executor.run(HybridSearchParams.model_construct(
                 query=text, limit=100, document_ids=None, identifiers=None, candidates=100,
                 query_class="default", per_document_cap=1), tenant_id=tenant, timeout_s=timeout_s)
-            latency["hybrid_tuned"].append((time.monotonic() - t) * 1000)
-            runs["hybrid_tuned"][qid] = doc_ranking(tres.hits)
+            latency[name].append((time.monotonic() - t) * 1000)
+            runs[name][qid] = doc_ranking(vres.hits)
+        if tuned is not None:
             runs["hybrid_rrf_doc_tuned"][qid] = rrf_docs(
                 {"bm25": runs["bm25"][qid], "vector": runs["vector"][qid]}, k=tuned["k"],
                 weights={"bm25": tuned["bm25_weight"], "vector": tuned["vector_weight"]})
@@ -382,8 +469,8 @@ def evaluate(settings: Any, tenant: str, queries: dict[str, str], qrels: dict[st
         if n % 50 == 0:
             log.info("evaluated %d/%d queries", n, len(ids))
     hybrid.close()
-    if tuned_q is not None:
-        hybrid_tuned.close()
+    for executor in variants.values():
+        executor.close()
 
     pg_lex, pg_status = (None, "skipped (--skip-pg)") if skip_pg else _pg_lexical(settings)
     if pg_lex is not None:
@@ -403,16 +490,17 @@ def evaluate(settings: Any, tenant: str, queries: dict[str, str], qrels: dict[st
             latency["pg_bm25"].append((time.monotonic() - t) * 1000)
     systems: dict[str, Any] = {}
     labels = {
-        "bm25": "BM25, Elasticsearch (BM25Executor: text + section title^%s, manifold_english)" % TITLE_BOOST,
+        "bm25": "BM25, Elasticsearch (BM25Executor: stemmed text + title^%s, Python Snowball analysis)" % TITLE_BOOST,
         "vector": "Dense all-MiniLM-L6-v2 on pgvector, HNSW (VectorExecutor as routed)",
         "vector_exact": "Dense all-MiniLM-L6-v2 on pgvector, exact scan",
-        "hybrid": "Hybrid RRF as served (HybridExecutor: chunk-level weighted RRF k=%d, 100 candidates/branch, "
-                  "per-document cap 1)" % q.rrf_k,
+        "hybrid": "Hybrid as served (HybridExecutor, settings defaults: %s, 100 candidates/branch, "
+                  "per-document cap 1)" % served_fusion_label(q),
+        "hybrid_rrf60": "Hybrid, served executor with the previous default (weighted RRF k=60, equal weights)",
         "hybrid_rrf_doc": "Hybrid RRF, document level (same BM25 + HNSW runs, k=%d)" % rrf_k,
     }
+    if tuned_q is not None:
+        labels["hybrid_tuned"] = "Hybrid, served executor with the train-selected fusion (%s)" % served_fusion_label(tuned_q)
     if tuned is not None:
-        labels["hybrid_tuned"] = ("Hybrid as served, train-tuned (HybridExecutor, k=%d, bm25 weight %.2f)"
-                                  % (tuned["k"], tuned["bm25_weight"]))
         labels["hybrid_rrf_doc_tuned"] = ("Hybrid RRF, document level, train-tuned (k=%d, bm25 weight %.2f)"
                                           % (tuned["k"], tuned["bm25_weight"]))
     for name, label in labels.items():
@@ -446,6 +534,9 @@ def main() -> None:
     ap.add_argument("--partial", action="store_true",
                     help="evaluate an incomplete ingestion: only queries whose relevant documents are all active "
                          "(the result is flagged PARTIAL and is not comparable with published figures)")
+    ap.add_argument("--bulk", action="store_true",
+                    help="ingest with bench/bulk_load.py (stage handlers in-process, no Kafka; also fills the "
+                         "PostgreSQL text index) instead of publishing through Kafka to the workers")
     ap.add_argument("--skip-pg", action="store_true", help="do not index/evaluate the embedded profile's BM25")
     ap.add_argument("--no-tune", action="store_true", help="skip choosing RRF k/weights on the train split")
     ap.add_argument("--out", type=Path, default=OUT)
@@ -466,7 +557,10 @@ def main() -> None:
     corpus = load_corpus(args.data)
     ingestion = None
     if args.phase in ("ingest", "all"):
-        ingestion = ingest(settings, args.tenant, corpus, args.ingest_timeout)
+        if args.bulk:
+            ingestion = ingest_bulk(settings, args.tenant, corpus)
+        else:
+            ingestion = ingest(settings, args.tenant, corpus, args.ingest_timeout)
         log.info("ingestion: %s", ingestion)
     if args.phase in ("evaluate", "all"):
         from manifold.ingest import lifecycle
@@ -493,7 +587,7 @@ def main() -> None:
             tuning = tune_on_train(settings, args.tenant, args.data, args.timeout, args.depth, only_docs)
             log.info("train: best %s", tuning["best"])
         result = evaluate(settings, args.tenant, queries, qrels, depth=args.depth, rrf_k=args.rrf_k,
-                          timeout_s=args.timeout, tuned=tuning["best"] if tuning else None, skip_pg=args.skip_pg)
+                          timeout_s=args.timeout, tuned=tuning, skip_pg=args.skip_pg)
         result["tuning_on_train"] = tuning
         runs = result.pop("runs")
         out = {"benchmark": "BEIR SciFact test (300 queries, 5,183 documents)",

@@ -13,8 +13,17 @@
    branch rank, then branch order exact < bm25 < vector, then chunk id) and remembers every
    merged chunk id in `merged_ids`. Per branch it keeps the *best* rank only, so a duplicate
    never adds support from the same branch twice.
-3. **Weighted RRF.** `score = sum over branches b of weights[b] / (k + rank_b)`; a branch
-   missing from `weights` has weight 0.
+3. **Scoring**, by `method`:
+   - `"rrf"` (weighted reciprocal rank fusion): `score = sum over branches b of
+     weights[b] / (k + rank_b)`;
+   - `"minmax"` / `"zscore"` (normalised score fusion, convex when the weights sum to 1):
+     `score = sum over branches b of weights[b] * norm_b(s_b)`, where `s_b` is the candidate's
+     best store score in branch b and `norm_b` rescales branch b's scores over that branch's own
+     hits: min-max to [0, 1] (every score 1 when they are all equal), or the z-score
+     `(s - mean) / std` (0 when std is 0). A candidate absent from a branch gets that branch's
+     lowest normalised value (0 for min-max). A hit without a store score (exact identity hits)
+     normalises to the branch maximum.
+   A branch missing from `weights` has weight 0.
 4. **Identity boost (deterministic).** Candidates carrying an exact identity hit
    (`TextHit.identity`) sort before every other candidate; within each group the order is fused
    score descending, then best rank, then chunk id. So an exact id match is never outranked by
@@ -36,6 +45,7 @@ from difflib import SequenceMatcher
 
 from manifold.query.types import Gap, TextHit
 
+FUSION_METHODS = ("rrf", "minmax", "zscore")
 BRANCH_ORDER = ("exact", "bm25", "vector")
 OVERLAP_SHARE = 0.8
 MIN_OVERLAP_CHARS = 40
@@ -82,6 +92,7 @@ class _Candidate:
     hit: TextHit
     branch: str
     ranks: dict[str, int] = field(default_factory=dict)
+    scores: dict[str, float | None] = field(default_factory=dict)
     identity: bool = False
     merged: list[str] = field(default_factory=list)
 
@@ -98,6 +109,9 @@ class _Candidate:
             self.hit, self.branch = other.hit, other.branch
         for branch, rank in other.ranks.items():
             self.ranks[branch] = min(rank, self.ranks.get(branch, rank))
+        for branch, score in other.scores.items():
+            mine = self.scores.get(branch, score)
+            self.scores[branch] = None if score is None or mine is None else max(score, mine)
         self.identity = self.identity or other.identity
         self.merged = sorted(ids - {self.hit.chunk_id})
 
@@ -111,7 +125,8 @@ def union(branches: Mapping[str, Sequence[TextHit]]) -> list[_Candidate]:
     by_id: dict[str, _Candidate] = {}
     for branch in sorted(branches, key=_branch_index):
         for hit in branches[branch]:
-            cand = _Candidate(hit=hit, branch=branch, ranks={branch: hit.rank}, identity=hit.identity)
+            cand = _Candidate(hit=hit, branch=branch, ranks={branch: hit.rank}, scores={branch: hit.score},
+                              identity=hit.identity)
             if hit.chunk_id in by_id:
                 by_id[hit.chunk_id].absorb(cand)
             else:
@@ -170,10 +185,55 @@ def rrf_score(ranks: Mapping[str, int], weights: Mapping[str, float], k: int) ->
     return sum(weights.get(branch, 0.0) / (k + rank) for branch, rank in ranks.items())
 
 
+def normaliser(scores: Sequence[float | None], method: str) -> tuple[dict[float, float], float]:
+    """For one branch's store scores: (score -> normalised score, value for an absent candidate).
+    `None` scores (no store score) normalise to the branch maximum."""
+    known = [s for s in scores if s is not None]
+    if not known:
+        return {}, 0.0
+    if method == "minmax":
+        low, high = min(known), max(known)
+        span = high - low
+        return {s: (s - low) / span if span > 0 else 1.0 for s in known}, 0.0
+    if method == "zscore":
+        mean = sum(known) / len(known)
+        std = math.sqrt(sum((s - mean) ** 2 for s in known) / len(known))
+        table = {s: (s - mean) / std if std > 0 else 0.0 for s in known}
+        return table, min(table.values())
+    raise ValueError(f"unknown score normalisation {method!r} (expected one of {FUSION_METHODS})")
+
+
+def normalised_scores(candidates: Sequence[_Candidate], branches: Mapping[str, Sequence[TextHit]],
+                      weights: Mapping[str, float], method: str) -> list[float]:
+    """Convex combination of per-branch normalised store scores (module docstring, step 3)."""
+    tables = {}
+    for branch, hits in branches.items():
+        table, absent = normaliser([h.score for h in hits], method)
+        top = max(table.values()) if table else 1.0
+        tables[branch] = (table, absent, top)
+    out = []
+    for cand in candidates:
+        total = 0.0
+        for branch, (table, absent, top) in tables.items():
+            w = weights.get(branch, 0.0)
+            if not w:
+                continue
+            if branch not in cand.ranks:
+                total += w * absent
+            else:
+                score = cand.scores.get(branch)
+                total += w * (top if score is None else table[score])
+        out.append(total)
+    return out
+
+
 def fuse(branches: Mapping[str, Sequence[TextHit]], *, k: int, weights: Mapping[str, float],
-         per_document_cap: int, limit: int, failed: Mapping[str, str] | None = None) -> Fusion:
-    """Union, deduplicate, weighted-RRF, identity-first order, per-document cap, parent
-    aggregation (see the module docstring)."""
+         per_document_cap: int, limit: int, failed: Mapping[str, str] | None = None,
+         method: str = "rrf") -> Fusion:
+    """Union, deduplicate, score (`method`: weighted RRF or normalised score fusion),
+    identity-first order, per-document cap, parent aggregation (see the module docstring)."""
+    if method not in FUSION_METHODS:
+        raise ValueError(f"unknown fusion method {method!r} (expected one of {FUSION_METHODS})")
     failed = dict(failed or {})
     gaps = tuple(Gap(kind="degraded", step=None, detail=f"{branch} branch failed: {reason}")
                  for branch, reason in sorted(failed.items(), key=lambda kv: _branch_index(kv[0])))
@@ -181,7 +241,10 @@ def fuse(branches: Mapping[str, Sequence[TextHit]], *, k: int, weights: Mapping[
     candidates = union(live)
     total = sum(len(h) for h in live.values())
     merged = deduplicate(candidates)
-    scored = [(c, rrf_score(c.ranks, weights, k)) for c in merged]
+    if method == "rrf":
+        scored = [(c, rrf_score(c.ranks, weights, k)) for c in merged]
+    else:
+        scored = list(zip(merged, normalised_scores(merged, live, weights, method), strict=True))
     scored.sort(key=lambda cs: (not cs[0].identity, -cs[1], min(cs[0].ranks.values()), cs[0].hit.chunk_id))
     per_doc: dict[str, int] = {}
     kept: list[tuple[_Candidate, float]] = []

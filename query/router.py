@@ -27,6 +27,10 @@ Guarantees of `route(question, catalog, as_of=..., classifier=...)`:
   symbols or currency words); `statuses` are canonical status words in question order.
 - `topic` is what is left after removing anchors, identifiers, time phrases and stop/question
   words, or None when nothing is left.
+- Text in quotation marks is what to search for: only the lexical cues read it. A duration asked
+  of a rule ("for how many years must we keep …") is not a total, and "free of charge" / "no
+  charge" is a condition, not an amount. Documents that "cover" (address, apply to) something
+  when the question names no entity or identifier also raise `semantic`.
 - `rules_fired` lists every rule that contributed, for the trace.
 """
 
@@ -142,6 +146,22 @@ _CURRENCY_WORDS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
 )
 
 
+_QUOTED = re.compile(r"\"[^\"]{2,}\"|“[^”]{2,}”|(?<![A-Za-z])'[^']{3,}'(?![A-Za-z])")
+_DURATION = (r"how\s+(?:many|much)\s+(?:more\s+)?(?:years?|months?|weeks?|days?|hours?|minutes?|time)\s+"
+             r"(?:must|should|do|does|did|can|could|may|will|would|shall|have|has|is|are|need)\b")
+"""A duration asked of a rule or practice ("for how many years must we keep …"): not a count of
+records but a question about what the documents require."""
+_NO_PRICE = r"(?<!free\sof\s)(?<!\bno\s)(?<!without\s)(?<!\bno\sextra\s)"
+"""Before a price word: "free of charge", "no charge", "without charge" state a condition, not an amount."""
+
+
+_DOCUMENTS_ABOUT = re.compile(
+    r"\b(?:which|what)\s+(?:contracts?|agreements?|polic(?:y|ies)|documents?|clauses?|terms)\s+"
+    r"(?:cover|covers|address|addresses|deal\s+with|deals\s+with|apply\s+to|applies\s+to|govern|governs)\b",
+    re.IGNORECASE)
+"""Documents as the subject of a covering verb: with no entity named, the object is a topic."""
+
+
 @dataclass(frozen=True)
 class _Cue:
     intent: IntentType
@@ -181,6 +201,7 @@ CUES: tuple[_Cue, ...] = (
          r"\bwhat\s+(?:does|do|did)\b.{0,60}\b(?:say|says|mean|require|cover|state|specify|allow)\b|"
          r"\bwhat\s+(?:is|are)\s+the\s+(?:rules?|process|procedure|policy|terms|conditions|"
          r"requirements?|obligations?)\b"),
+    _cue("semantic", 0.75, "duration_requirement", r"\b" + _DURATION),
     _cue("semantic", 0.6, "permission_question",
          r"^\s*(?:can|may|must|should|do|does|is|are)\s+(?:i|we|they|you|the\s+supplier|suppliers|"
          r"installers|the\s+buyer)\b"),
@@ -192,12 +213,12 @@ CUES: tuple[_Cue, ...] = (
          r"\b(?:notices?|notifications?|announcements?|letters?|emails?|memos?|manuals?|"
          r"site\s+visit\s+notes?)\b"),
     _cue("aggregate", 0.9, "sum_total",
-         r"\b(?:total|totals|sum|summed|spend|spent|spending|revenue|turnover|how\s+much|"
-         r"how\s+many|count|number\s+of|average|avg|mean|median|at\s+risk|aggregate\w*|"
+         r"\b(?:total|totals|sum|summed|spend|spent|spending|revenue|turnover|(?!" + _DURATION + r")(?:how\s+much|"
+         r"how\s+many)|count|number\s+of|average|avg|mean|median|at\s+risk|aggregate\w*|"
          r"subtotal|volume\s+of)\b"),
     _cue("aggregate", 0.75, "price_amount",
-         r"\b(?:unit\s+price|price|prices|priced|cost|costs|costing|amount|amounts|value|paid\s+for|"
-         r"pay|paid|charge|charges|charged|billed|invoiced\s+amount)\b"),
+         r"\b" + _NO_PRICE + r"(?:unit\s+price|price|prices|priced|cost|costs|costing|amount|amounts|value|"
+         r"paid\s+for|pay|paid|charge|charges|charged|billed|invoiced\s+amount)\b"),
     _cue("aggregate", 0.6, "ranking",
          r"\b(?:top\s+\d+|largest|biggest|highest|lowest|cheapest|most\s+expensive|minimum|maximum|"
          r"min|max|ranking|rank)\b"),
@@ -527,7 +548,8 @@ def _near_record_noun(question: str, start: int, end: int) -> bool:
                              + r"\s+(?:that\s+|which\s+)?(?:are|were|is|was)\s+(?:still\s+)?$", before, re.I))
 
 
-def _rule_scores(question: str, identifiers: list[str]) -> tuple[dict[IntentType, float], list[str]]:
+def _rule_scores(question: str, identifiers: list[str],
+                 anchored: bool = True) -> tuple[dict[IntentType, float], list[str]]:
     misses: dict[IntentType, float] = {i: 1.0 for i in BASE_ORDER}
     fired: list[str] = []
 
@@ -535,11 +557,19 @@ def _rule_scores(question: str, identifiers: list[str]) -> tuple[dict[IntentType
         misses[intent] *= 1.0 - weight
         fired.append(f"intent:{intent}:{name}")
 
-    if re.search(r"\"[^\"]{2,}\"|“[^”]{2,}”|(?<![A-Za-z])'[^']{3,}'(?![A-Za-z])", question):
+    if _QUOTED.search(question):
         fire("lexical", 0.9, "quoted_phrase")
+    # A quoted phrase is what to search for, not what is asked: only the lexical cues read it
+    # ("which documents mention \"free of charge\"" asks for a search, not for an amount).
+    unquoted = _QUOTED.sub(" ", question)
     for cue in CUES:
-        if cue.pattern.search(question):
+        if cue.pattern.search(question if cue.intent == "lexical" else unquoted):
             fire(cue.intent, cue.weight, cue.name)
+    if not anchored and not identifiers and _DOCUMENTS_ABOUT.search(question):
+        # Documents that "cover" something when nothing named is the object ("which contracts
+        # cover the return of damaged goods?") asks what the documents say about a topic: a
+        # search as much as a traversal.
+        fire("semantic", 0.75, "documents_about_topic")
     if identifiers:
         # An identifier asks for its record only when nothing else is asked of it ("INV-0148?",
         # "status of PO-7001"); in "what did we spend on PRD-482" it is a filter of the total and
@@ -605,7 +635,7 @@ def route(question: str, catalog: Sequence[CatalogEntry], *, as_of: date,
     identifiers = find_identifiers(question)
     time = find_time(question, as_of)
     anchors, taken = _resolve_anchors(question, tokens, catalog, identifiers, as_of)
-    rules, fired = _rule_scores(question, identifiers)
+    rules, fired = _rule_scores(question, identifiers, anchored=bool(anchors))
     learned = classifier.predict(question) if classifier is not None else None
     if learned is not None:
         fired.append("classifier:blended")

@@ -204,6 +204,20 @@ class QuerySettings(_Section):
         },
         description="per query class: RRF weight per branch",
     )
+    fusion_method: dict[str, Literal["rrf", "minmax", "zscore"]] = Field(
+        default_factory=lambda: {"default": "rrf", "exact": "rrf", "lexical": "rrf", "semantic": "rrf"},
+        description="per query class: weighted RRF (rrf_k, rrf_weights) or normalised score fusion "
+                    "(per-branch min-max or z-score, score_weights); a class not listed uses `default`",
+    )
+    score_weights: dict[str, dict[str, float]] = Field(
+        default_factory=lambda: {
+            "default": {"exact": 1.0, "bm25": 0.5, "vector": 0.5},
+            "exact": {"exact": 1.0, "bm25": 0.6, "vector": 0.4},
+            "lexical": {"exact": 1.0, "bm25": 0.65, "vector": 0.35},
+            "semantic": {"exact": 1.0, "bm25": 0.35, "vector": 0.65},
+        },
+        description="per query class: convex weight per branch for normalised score fusion",
+    )
     exact_search_below: int = Field(2000, ge=0, description="vector search is exact when the filtered set is smaller")
     breaker_failures: int = Field(3, ge=1, le=100, description="consecutive failures that open a source's breaker")
     breaker_reset_s: float = Field(15.0, gt=0)

@@ -1,10 +1,12 @@
 """`bm25_search`: lexical relevance over chunk text and section titles in Elasticsearch.
 
 Guarantees of `BM25Executor.run(params, *, tenant_id, timeout_s)`:
-- One `multi_match` (best_fields, tie_breaker 0.3) over `text` and `section_title.text`
-  (boost `TITLE_BOOST`: headings live in section titles, not in chunk text), inside a bool
-  filter that always carries `es_active_filter(tenant_id)` and, when given, a `terms` filter on
-  `document_ids`. `size = params.limit`; the search carries an ES `timeout` and a client request
+- The query is analysed in Python exactly as the indexed fields were (`analysis.analyzed`:
+  stop words, Snowball English stems), then one `multi_match` (best_fields, tie_breaker 0.3) over
+  the pre-analysed `text_terms` and `title_terms` (the document title and section path of the
+  chunk, boost `TITLE_BOOST`), inside a bool filter that always carries
+  `es_active_filter(tenant_id)` and, when given, a `terms` filter on `document_ids`. A query with
+  no terms left (only stop words or punctuation) matches nothing. `size = params.limit`; the search carries an ES `timeout` and a client request
   timeout from `timeout_s`. A partial (timed-out) answer is returned with a `timeout` gap.
 - Hits are ranked 1..n in Elasticsearch's order (score, then chunk id); `score` = BM25 score.
 - Unreachable cluster, request timeout or 429/5xx raise `Transient`.
@@ -22,12 +24,15 @@ from manifold.query.evidence import (StoreClock, chunk_evidence, es_errors, fina
                                      require_list, unique)
 from manifold.query.plan import BM25SearchParams
 from manifold.query.types import Gap, StepResult, TextHit
+from manifold.shared import analysis
 from manifold.shared.config import QuerySettings
 from manifold.shared.stores.elasticsearch import ES_ALIAS
 from manifold.shared.stores.postgres import TenantConnections
 from manifold.shared.stores.serving import es_active_filter
 
 TITLE_BOOST = 0.5
+"""Weight of the title field (document title + section path) against the chunk text."""
+TIE_BREAKER = 0.3
 
 
 def bm25_query(query: str, tenant_id: str, document_ids: Sequence[str] | None) -> dict[str, Any]:
@@ -37,8 +42,9 @@ def bm25_query(query: str, tenant_id: str, document_ids: Sequence[str] | None) -
         filters = [*filters, {"terms": {"document_id": list(document_ids)}}]
     return {"bool": {
         "filter": filters,
-        "must": [{"multi_match": {"query": query, "type": "best_fields", "tie_breaker": 0.3,
-                                  "fields": ["text", f"section_title.text^{TITLE_BOOST}"]}}],
+        "must": [{"multi_match": {"query": analysis.analyzed(query), "type": "best_fields",
+                                  "tie_breaker": TIE_BREAKER,
+                                  "fields": ["text_terms", f"title_terms^{TITLE_BOOST}"]}}],
     }}
 
 

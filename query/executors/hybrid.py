@@ -8,9 +8,12 @@ Guarantees of `HybridExecutor.run(params, *, tenant_id, timeout_s)`:
   still fuse and a `Gap(kind="degraded", detail="<branch> branch failed: ...")` is returned; a
   branch still running `_GRACE_S` after the step budget counts as failed ("timed out"). Only
   if every branch fails is `Transient` raised.
-- Fusion is `manifold.query.fusion.fuse` with `k = settings.rrf_k` and the weights of
-  `settings.rrf_weights[params.query_class]`: union, dedup (chunk id, content hash, overlap),
-  weighted RRF, identity hits first, per-document cap, at most `params.limit` chunks.
+- Fusion is `manifold.query.fusion.fuse` with the method of
+  `settings.fusion_method[params.query_class]` (else `["default"]`): weighted RRF with
+  `k = settings.rrf_k` and `settings.rrf_weights[class]`, or normalised score fusion (min-max or
+  z-score) with `settings.score_weights[class]`; then union, dedup (chunk id, content hash,
+  overlap), identity hits first, per-document cap, at most `params.limit` chunks.
+  `result["fusion"]` names the method used.
 - Output hits carry the fused rank and score; each evidence item carries every branch's original
   rank in `claims["ranks"]`, the branches in `routes`, and merged duplicate ids in
   `claims["duplicates"]`. Record evidence from the exact branch follows the chunk evidence.
@@ -43,6 +46,14 @@ _CONCURRENT_STEPS = 2
 _GRACE_S = 0.5
 """Beyond the step budget, how long to wait for a branch before calling it timed out (each
 store call is already bounded by its own timeout)."""
+
+
+def fusion_choice(settings: QuerySettings, query_class: str) -> tuple[str, dict[str, float]]:
+    """(method, branch weights) for a query class: `fusion_method` (else its `default`), then
+    `rrf_weights` for RRF or `score_weights` for a normalised method (else their `default`)."""
+    method = settings.fusion_method.get(query_class) or settings.fusion_method.get("default", "rrf")
+    table = settings.rrf_weights if method == "rrf" else settings.score_weights
+    return method, table.get(query_class) or table["default"]
 
 
 class HybridExecutor:
@@ -101,9 +112,9 @@ class HybridExecutor:
         if not results:
             raise Transient("hybrid search: every branch failed: " +
                             "; ".join(f"{b}: {r}" for b, r in failed.items()))
-        weights = self._settings.rrf_weights.get(params.query_class) or self._settings.rrf_weights["default"]
+        method, weights = fusion_choice(self._settings, params.query_class)
         fusion = fuse({b: r.hits for b, r in results.items()}, k=self._settings.rrf_k, weights=weights,
-                      per_document_cap=params.per_document_cap, limit=params.limit, failed=failed)
+                      per_document_cap=params.per_document_cap, limit=params.limit, failed=failed, method=method)
         clock = StoreClock()
         with clock, self._db.transaction(tenant_id) as conn:
             checked, dropped = final_check(conn, tenant_id, [f.hit for f in fusion.hits])
@@ -134,6 +145,7 @@ class HybridExecutor:
             result={
                 "branches": {b: len(r.hits) for b, r in results.items()},
                 "failed_branches": sorted(failed),
+                "fusion": method,
                 "vector_mode": results["vector"].result.get("vector_mode") if "vector" in results else None,
                 "candidates": fusion.candidates, "deduplicated": fusion.deduplicated, "capped": fusion.capped,
                 "documents": [{"document_id": d.document_id, "version": d.version, "score": round(d.score, 6),

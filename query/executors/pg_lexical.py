@@ -13,7 +13,9 @@ chunks only (`serving = true`, and row-level security keeps the query role to ac
 with k1 = 1.2, b = 0.75; N_f = serving chunks whose field f has at least one token, n_f(t) =
 those containing t, len_f(d) = tokens of field f in d, avgdl_f = total tokens of f / N_f,
 qtf(t) = occurrences of t in the analysed query (Lucene sums repeated clauses). Query and
-documents go through the same analyzer (`pg_text.analyze`, the `manifold_english` rules). The
+documents go through the same analysis (`analysis.terms`: stop words, Snowball English stems, the
+terms Elasticsearch's `text_terms`/`title_terms` hold); only rows of the current
+`PG_TEXT_SCHEMA_VERSION` are read (counted in the statistics and scored). The
 fields combine as Elasticsearch's `multi_match` best_fields with `tie_breaker` 0.3 and the title
 boost `bm25.TITLE_BOOST`: score = max(S_text, B*S_title) + 0.3 * min(S_text, B*S_title). Ties
 are broken by chunk id. Differences from Elasticsearch: collection statistics are the tenant's
@@ -42,20 +44,20 @@ from psycopg.rows import dict_row
 from manifold.ingest.identifiers import find_identifiers
 from manifold.query.evidence import (CHUNK_COLUMNS, StoreClock, chunk_evidence, final_check, hit_from_row, now_utc,
                                      pg_timeout_ms, require_list, unique)
-from manifold.query.executors.bm25 import TITLE_BOOST
+from manifold.query.executors.bm25 import TIE_BREAKER, TITLE_BOOST
 from manifold.query.executors.exact import exact_result, normalise_all
 from manifold.query.plan import BM25SearchParams, ExactLookupParams
 from manifold.query.types import Gap, StepResult, TextHit
 from manifold.shared.config import ManifoldSettings, QuerySettings
 from manifold.shared.errors import Transient
-from manifold.shared.stores.pg_text import analyze, title_phrase
+from manifold.shared import analysis
+from manifold.shared.stores.pg_text import PG_TEXT_SCHEMA_VERSION, analyze, title_phrase
 from manifold.shared.stores.postgres import TenantConnections
 
 __all__ = ["BM25_B", "BM25_K1", "BM25_SQL", "TIE_BREAKER", "PgBM25Executor", "PgExactLookupExecutor"]
 
 BM25_K1 = 1.2
 BM25_B = 0.75
-TIE_BREAKER = 0.3
 
 _TEXT_COLUMNS = ("c.chunk_id, c.document_id, c.version, c.section_id, c.section_title, c.ordinal, c.text, "
                  "c.content_sha256, c.identifiers")
@@ -68,12 +70,13 @@ WITH q AS (
            coalesce(sum(text_length), 0)::float8 AS sum_text,
            count(*) FILTER (WHERE title_length > 0)::float8 AS n_title,
            coalesce(sum(title_length), 0)::float8 AS sum_title
-    FROM manifold.text_chunks WHERE tenant_id = %(tenant)s AND serving
+    FROM manifold.text_chunks WHERE tenant_id = %(tenant)s AND serving AND text_schema_version = %(schema)s
 ), df AS (
     SELECT t.field, t.term, count(*)::float8 AS n_t
     FROM manifold.text_terms t
     JOIN manifold.text_chunks c ON c.tenant_id = t.tenant_id AND c.chunk_id = t.chunk_id
-    WHERE t.tenant_id = %(tenant)s AND c.serving AND t.term = ANY(%(terms)s::text[])
+    WHERE t.tenant_id = %(tenant)s AND c.serving AND c.text_schema_version = %(schema)s
+      AND t.term = ANY(%(terms)s::text[])
     GROUP BY t.field, t.term
 ), per_field AS (
     SELECT c.chunk_id, t.field,
@@ -90,7 +93,7 @@ WITH q AS (
         CASE t.field WHEN 'text' THEN c.text_length ELSE c.title_length END::float8 AS len,
         CASE t.field WHEN 'text' THEN s.sum_text / nullif(s.n_text, 0)
                      ELSE s.sum_title / nullif(s.n_title, 0) END AS avgdl) f
-    WHERE t.tenant_id = %(tenant)s AND c.serving
+    WHERE t.tenant_id = %(tenant)s AND c.serving AND c.text_schema_version = %(schema)s
       AND (%(docs)s::text[] IS NULL OR c.document_id = ANY(%(docs)s::text[]))
     GROUP BY c.chunk_id, t.field
 ), fields AS (
@@ -168,7 +171,7 @@ class PgBM25Executor:
         if docs == []:
             return StepResult(result={"dropped_inactive": 0}, gaps=(
                 Gap(kind="missing_data", step=None, detail="bm25: no documents in scope"),))
-        counts = Counter(analyze(params.query))
+        counts = Counter(analysis.terms(params.query))
         clock = StoreClock()
         rows: list[tuple[Any, ...]] = []
         with clock, self._db.transaction(tenant_id, snapshot=True) as conn, _Timeouts():
@@ -177,7 +180,7 @@ class PgBM25Executor:
                 rows = conn.execute(BM25_SQL, {
                     "tenant": tenant_id, "terms": list(counts), "qtfs": list(counts.values()), "docs": docs,
                     "k1": BM25_K1, "b": BM25_B, "title_boost": TITLE_BOOST, "tie": TIE_BREAKER,
-                    "limit": params.limit,
+                    "limit": params.limit, "schema": PG_TEXT_SCHEMA_VERSION,
                 }).fetchall()
             hits = [hit_from_row(r, source_kind="bm25", rank=i, score=float(r[9]))
                     for i, r in enumerate(rows, start=1)]

@@ -1,10 +1,15 @@
 """Elasticsearch adapter: `ElasticsearchTextIndex`, one document per chunk.
 
-Index `manifold-chunks-v1` (`ES_INDEX`, schema `ES_SCHEMA_VERSION`), reachable through the alias
-`manifold-chunks` so a future v2 can be backfilled in parallel and switched atomically. The
-mapping is strict (an unknown field is an error, not a silently added one):
+Index `manifold-chunks-v2` (`ES_INDEX`, schema `ES_SCHEMA_VERSION`), reachable through the alias
+`manifold-chunks` so a new version can be backfilled in parallel and switched atomically
+(`switch_alias`). The mapping is strict (an unknown field is an error, not a silently added one):
 
-- `text`: analyzer `manifold_english` (BM25), with `text.std` (standard analyzer) for exact
+- `text_terms` and `title_terms`: the BM25 fields, pre-analysed in Python
+  (`manifold.shared.analysis.analyzed`: tokens, lowercase, stop words, Snowball English stems,
+  version `ANALYSIS_VERSION`) and indexed with the built-in `whitespace` analyzer, so this index
+  and the PostgreSQL text index hold the same terms; `title_terms` is the analysed
+  `heading_text` (document title + the chunk's section path);
+- `text`: analyzer `manifold_english` (unstemmed), with `text.std` (standard analyzer) for exact
   wording;
 - keywords, never analysed: `tenant_id`, `document_id`, `doc_version` ("<document_id>@<version>"),
   `chunk_id`, `section_id`, `section_title` (+ `section_title.text`, `manifold_english`), `section_path`,
@@ -12,11 +17,11 @@ mapping is strict (an unknown field is an error, not a silently added one):
   `content_sha256`, `doc_content_sha256`, `media_type`, pipeline versions and fingerprint;
 - integers `version`, `ordinal`.
 
-`manifold_english` = standard tokenizer + lowercase + English stop words. It is not the built-in
-`english` analyzer because that (like every stemmer) lives in Elasticsearch's `analysis-common`
-module, which the Maven-published distribution the local stack runs does not contain; a custom
-analyzer from core components keeps the index identical in every environment. Adding stemming
-is a new index version (parallel backfill, then an alias switch), never an in-place change.
+`manifold_english` = standard tokenizer + lowercase + English stop words (identifiers and exact
+matches use it: never stemmed). Stemming is done in Python because every Elasticsearch stemmer
+lives in the `analysis-common` module, which the Maven-published distribution the local stack runs
+does not contain; this keeps the index identical in every environment. A change of analysis is a
+new index version (parallel backfill, then an alias switch), never an in-place change.
 
 Guarantees (in addition to `manifold.shared.ports`):
 - Document `_id` is `<tenant_id>/<chunk_id>`: a write can only ever replace a document of the
@@ -37,16 +42,19 @@ from typing import Any
 
 from elasticsearch import ApiError, Elasticsearch, TransportError
 
+from manifold.shared import analysis
 from manifold.shared.artifacts import ExtractedDocument, StoreManifest
 from manifold.shared.config import ManifoldSettings
 from manifold.shared.errors import Transient
 from manifold.shared.stores import manifest as mf
 
-ES_SCHEMA_VERSION = "1"
+ES_SCHEMA_VERSION = "2"
+"""2: the pre-analysed `text_terms`/`title_terms` fields (`analysis.ANALYSIS_VERSION`)."""
 ES_INDEX = f"manifold-chunks-v{ES_SCHEMA_VERSION}"
 ES_ALIAS = "manifold-chunks"
 
 _KEYWORD = {"type": "keyword"}
+_TERMS = {"type": "text", "analyzer": "whitespace"}
 _TEXT = "manifold_english"
 ES_SETTINGS: dict[str, Any] = {
     "number_of_shards": 1,
@@ -71,6 +79,9 @@ ES_MAPPING: dict[str, Any] = {
         "ordinal": {"type": "integer"},
         "kind": _KEYWORD,
         "text": {"type": "text", "analyzer": _TEXT, "fields": {"std": {"type": "text", "analyzer": "standard"}}},
+        "text_terms": _TERMS,
+        "title_terms": _TERMS,
+        "analysis_version": _KEYWORD,
         "identifiers": _KEYWORD,
         "content_sha256": _KEYWORD,
         "doc_content_sha256": _KEYWORD,
@@ -118,15 +129,18 @@ class ElasticsearchTextIndex:
         return self._index
 
     def ensure_index(self) -> None:
-        """Create the index (and alias) if absent; idempotent and safe to race."""
+        """Create the index if absent; idempotent and safe to race. The alias is attached at
+        creation only when no other index holds it (a fresh deployment); otherwise the alias keeps
+        serving the previous index until `switch_alias` (after the rebuild, README)."""
         with _transient():
             if not self._es.indices.exists(index=self._index):
+                taken = bool(self._alias) and bool(self._es.indices.exists_alias(name=self._alias))
                 try:
                     self._es.indices.create(
                         index=self._index,
                         settings={**ES_SETTINGS, "number_of_replicas": self._replicas},
                         mappings=ES_MAPPING,
-                        aliases={self._alias: {}} if self._alias else None,
+                        aliases={self._alias: {}} if self._alias and not taken else None,
                     )
                 except ApiError as exc:
                     if exc.meta.status != 400 or "resource_already_exists" not in str(exc):
@@ -137,6 +151,26 @@ class ElasticsearchTextIndex:
         if not self._ready:
             self.ensure_index()
 
+    def alias_targets(self) -> set[str]:
+        """The indexes the serving alias points at now."""
+        if not self._alias:
+            return set()
+        with _transient():
+            if not self._es.indices.exists_alias(name=self._alias):
+                return set()
+            return set(self._es.indices.get_alias(name=self._alias))
+
+    def switch_alias(self) -> set[str]:
+        """Point the serving alias at this index only, in one atomic `_aliases` call; returns the
+        indexes it was moved away from. Idempotent."""
+        self._ensure()
+        previous = self.alias_targets() - {self._index}
+        actions: list[dict[str, Any]] = [{"add": {"index": self._index, "alias": self._alias}}]
+        actions += [{"remove": {"index": old, "alias": self._alias}} for old in sorted(previous)]
+        with _transient():
+            self._es.indices.update_aliases(actions=actions)
+        return previous
+
     # ------------------------------------------------------------------ write
 
     def write_version(self, doc: ExtractedDocument) -> StoreManifest:
@@ -144,6 +178,9 @@ class ElasticsearchTextIndex:
         self._ensure()
         ref, v = doc.doc, doc.versions
         titles = {s.section_id: s for s in doc.sections}
+        doc_title = ref.metadata.get("title")
+        headings = {s.section_id: analysis.analyzed(analysis.heading_text(
+            doc_title if isinstance(doc_title, str) else None, s.path)) for s in doc.sections}
         fp = v.fingerprint()
         ops: list[dict[str, Any]] = []
         for c in doc.chunks:
@@ -154,6 +191,8 @@ class ElasticsearchTextIndex:
                 "doc_version": f"{ref.document_id}@{ref.version}", "chunk_id": c.chunk_id,
                 "section_id": c.section_id, "section_title": section.title, "section_path": list(section.path),
                 "ordinal": c.ordinal, "kind": c.kind, "text": c.text, "identifiers": list(c.identifiers),
+                "text_terms": analysis.analyzed(c.text), "title_terms": headings[c.section_id],
+                "analysis_version": analysis.ANALYSIS_VERSION,
                 "content_sha256": c.content_sha256, "doc_content_sha256": ref.content_sha256,
                 "media_type": ref.media_type, "parser_version": v.parser, "chunker_version": v.chunker,
                 "extraction_version": v.extraction, "es_schema_version": v.es_schema, "config_fingerprint": fp,

@@ -6,15 +6,20 @@ migration 7 (`pg_schema`):
 - `text_chunks`: one row per (tenant, chunk) with the same fields as the Elasticsearch document
   (document, version, section id/title/path, ordinal, kind, text, identifiers, hashes, pipeline
   versions, fingerprint), the analysed lengths of the `text` and `title` fields, the
-  space-joined analysed title (`section_title_terms`, for phrase matches) and the `serving` mark.
+  space-joined unstemmed analysed section title (`section_title_terms`, for phrase matches) and the `serving` mark.
 - `text_terms`: postings, one row per (chunk, field, term) with its term frequency `tf`; the
-  fields are `text` (chunk text) and `title` (section title), as `text` and
-  `section_title.text` in Elasticsearch.
+  fields are `text` (chunk text) and `title` (document title + section path), as `text_terms` and
+  `title_terms` in Elasticsearch.
 
-Analysis (`analyze`, used at write AND query time) mirrors the Elasticsearch `manifold_english`
-analyzer: the standard tokenizer (Unicode word segmentation, approximated: runs of letters,
-digits and `_`, joined across `.`/`'`/`:` between letters and `.`/`,`/`;`/`'` between digits;
-tokens longer than 255 characters are split), lowercase, then Lucene's English stop words.
+Analysis (`manifold.shared.analysis`, the same module Elasticsearch's fields are fed from): the
+`text` and `title` postings hold `analysis.terms` (stop words removed, Snowball English stems,
+`ANALYSIS_VERSION`), at write time and at query time; the `title` field is the chunk's
+`analysis.heading_text` (document title + section path). `section_title_terms` holds the
+UNSTEMMED `analyze` (= `analysis.plain_terms`, Elasticsearch's `manifold_english`) of the section
+title, for exact identifier phrases. Each row records `text_schema_version`
+(`PG_TEXT_SCHEMA_VERSION`, which names the analysis): the manifest and BM25 see only rows of the
+current version, so rows written under another analysis are never scored with this one and the
+reconciler reports them as missing and rewrites them (README, "Text analysis").
 
 Guarantees (in addition to `manifold.shared.ports`):
 - The manifest's `store` is `"elasticsearch"`: the name of the text-index slot the load stage
@@ -36,8 +41,6 @@ Guarantees (in addition to `manifold.shared.ports`):
 from __future__ import annotations
 
 import contextlib
-
-import re
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -45,6 +48,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from manifold.shared import analysis
 from manifold.shared.artifacts import ExtractedDocument, StoreManifest
 from manifold.shared.config import ManifoldSettings
 from manifold.shared.stores import manifest as mf
@@ -56,49 +60,16 @@ __all__ = ["ENGLISH_STOP_WORDS", "PG_TEXT_SCHEMA_VERSION", "STORE_SLOT", "Postgr
 STORE_SLOT = "elasticsearch"
 """The `StoreManifest.store` this adapter reports: the text-index slot of the load notice."""
 
-PG_TEXT_SCHEMA_VERSION = "1"
+PG_TEXT_SCHEMA_VERSION = f"2+{analysis.ANALYSIS_VERSION}"
+"""2: stemmed postings and the heading title field; names the analysis the rows were written with."""
 
-ENGLISH_STOP_WORDS = frozenset({
-    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no",
-    "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this",
-    "to", "was", "will", "with",
-})
-"""Lucene's `EnglishAnalyzer.ENGLISH_STOP_WORDS_SET` = Elasticsearch's `_english_` stop words."""
-
-MAX_TOKEN_LENGTH = 255
-_RUN = re.compile(r"\w+")
-_JOIN_LETTERS = frozenset(".'’:")
-_JOIN_DIGITS = frozenset(".,;'’")
-
-
-def _tokens(text: str) -> list[str]:
-    """Standard-tokenizer approximation: word runs, joined across mid-word punctuation."""
-    out: list[str] = []
-    runs = list(_RUN.finditer(text))
-    i = 0
-    while i < len(runs):
-        start, end = runs[i].start(), runs[i].end()
-        while i + 1 < len(runs):
-            nxt = runs[i + 1]
-            if nxt.start() != end + 1:
-                break
-            sep, before, after = text[end], text[end - 1], text[nxt.start()]
-            letters = before.isalpha() and after.isalpha() and sep in _JOIN_LETTERS
-            digits = before.isdigit() and after.isdigit() and sep in _JOIN_DIGITS
-            if not (letters or digits):
-                break
-            end = nxt.end()
-            i += 1
-        token = text[start:end]
-        out.extend(token[k:k + MAX_TOKEN_LENGTH] for k in range(0, len(token), MAX_TOKEN_LENGTH))
-        i += 1
-    return out
+ENGLISH_STOP_WORDS = analysis.ENGLISH_STOP_WORDS
+MAX_TOKEN_LENGTH = analysis.MAX_TOKEN_LENGTH
 
 
 def analyze(text: str) -> list[str]:
-    """The `manifold_english` analysis of `text`: tokens in order, lowercased, stop words removed.
-    The one analyzer of the PostgreSQL text index, at write time and at query time."""
-    return [t for t in (tok.lower() for tok in _tokens(text or "")) if t not in ENGLISH_STOP_WORDS]
+    """The unstemmed `manifold_english` analysis (`analysis.plain_terms`): exact title phrases."""
+    return analysis.plain_terms(text)
 
 
 def title_phrase(terms: Sequence[str]) -> str:
@@ -132,7 +103,8 @@ _DROP_TERMS = "DELETE FROM manifold.text_terms WHERE tenant_id = %(tenant)s AND 
 _INSERT_TERM = ("INSERT INTO manifold.text_terms (tenant_id, chunk_id, document_id, version, field, term, tf) "
                 "VALUES (%s, %s, %s, %s, %s, %s, %s)")
 _DELETE_VERSION = f"DELETE FROM manifold.text_chunks WHERE {_WHERE_VERSION}"
-_READ_MANIFEST = f"SELECT chunk_id, content_sha256 FROM manifold.text_chunks WHERE {_WHERE_VERSION}"
+_READ_MANIFEST = (f"SELECT chunk_id, content_sha256 FROM manifold.text_chunks WHERE {_WHERE_VERSION} "
+                  "AND text_schema_version = %(schema)s")
 _SET_SERVING = (f"UPDATE manifold.text_chunks SET serving = %(serving)s WHERE {_WHERE_VERSION} "
                 "AND serving IS DISTINCT FROM %(serving)s")
 _PER_VERSION = ("SELECT document_id, version, count(*), count(*) FILTER (WHERE serving) "
@@ -164,15 +136,18 @@ class PostgresTextIndex:
         ref, v = doc.doc, doc.versions
         key = {"tenant": ref.tenant_id, "document_id": ref.document_id, "version": ref.version}
         sections = {s.section_id: s for s in doc.sections}
+        doc_title = ref.metadata.get("title")
+        headings = {s.section_id: analysis.terms(analysis.heading_text(
+            doc_title if isinstance(doc_title, str) else None, s.path)) for s in doc.sections}
         fp = v.fingerprint()
         rows: list[tuple[Any, ...]] = []
         postings: dict[str, list[tuple[str, str, int]]] = {}
         for c in doc.chunks:
             section = sections[c.section_id]
-            text_terms, title_terms = analyze(c.text), analyze(section.title)
+            text_terms, title_terms = analysis.terms(c.text), headings[c.section_id]
             rows.append((
                 ref.tenant_id, c.chunk_id, ref.document_id, ref.version, c.section_id, section.title,
-                title_phrase(title_terms), list(section.path), c.ordinal, c.kind, c.text, list(c.identifiers),
+                title_phrase(analyze(section.title)), list(section.path), c.ordinal, c.kind, c.text, list(c.identifiers),
                 c.content_sha256, ref.content_sha256, ref.media_type, v.parser, v.chunker, v.extraction,
                 PG_TEXT_SCHEMA_VERSION, fp, len(text_terms), len(title_terms),
             ))
@@ -211,7 +186,9 @@ class PostgresTextIndex:
 
     @staticmethod
     def _read_manifest(conn: psycopg.Connection[Any], key: dict[str, Any]) -> StoreManifest:
-        pairs = [(cid, str(sha).strip()) for cid, sha in conn.execute(_READ_MANIFEST, key).fetchall()]
+        """Only rows analysed with the current `PG_TEXT_SCHEMA_VERSION` count."""
+        args = {**key, "schema": PG_TEXT_SCHEMA_VERSION}
+        pairs = [(cid, str(sha).strip()) for cid, sha in conn.execute(_READ_MANIFEST, args).fetchall()]
         return mf.build_manifest(STORE_SLOT, mf.ELASTICSEARCH_KINDS, {"chunks": pairs})
 
     # ------------------------------------------------------------------ serving marks (publisher)

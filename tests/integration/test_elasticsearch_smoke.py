@@ -48,3 +48,48 @@ def test_server_major_matches_client(es_client) -> None:
     nodes = es_client.nodes.info(node_id="_local", filter_path="nodes.*.version")
     server = next(iter(nodes["nodes"].values()))["version"]
     assert server.split(".")[0] == elasticsearch.__versionstr__.split(".")[0]
+
+
+def test_new_index_version_waits_for_the_alias_switch(es_client, unique) -> None:
+    """A new index version is built beside the serving one: the alias moves only on `switch_alias`,
+    atomically, and then points at the new index alone."""
+    from manifold.shared.stores.elasticsearch import ElasticsearchTextIndex
+
+    alias, old, new = unique("alias-es"), unique("old-es"), unique("new-es")
+    first = ElasticsearchTextIndex(es_client, index=old, alias=alias)
+    second = ElasticsearchTextIndex(es_client, index=new, alias=alias)
+    try:
+        first.ensure_index()
+        assert first.alias_targets() == {old}  # fresh deployment: the alias comes with the index
+        second.ensure_index()
+        assert second.alias_targets() == {old}  # a rebuild does not serve a half-filled index
+        assert second.switch_alias() == {old}
+        assert second.alias_targets() == {new}
+        assert second.switch_alias() == set()  # idempotent
+    finally:
+        es_client.indices.delete(index=[old, new], ignore_unavailable=True)
+
+
+def test_stemmed_fields_match_inflections_and_identifiers_stay_exact(es_client, unique) -> None:
+    """The pre-analysed BM25 fields: an inflected query meets the stored stem; the keyword
+    `identifiers` field is never analysed."""
+    from manifold.query.executors.bm25 import bm25_query
+    from manifold.shared import analysis
+    from manifold.shared.stores.elasticsearch import ES_MAPPING, ES_SETTINGS
+
+    index = unique("stem-es")
+    es_client.indices.create(index=index, settings=ES_SETTINGS, mappings=ES_MAPPING)
+    try:
+        doc = {"tenant_id": "t1", "document_id": "d1", "version": 1, "chunk_id": "c1", "serving": True,
+               "text": "Vaccinated mice were studied", "identifiers": ["INV-2026-0148"],
+               "text_terms": analysis.analyzed("Vaccinated mice were studied"),
+               "title_terms": analysis.analyzed("Immunity studies")}
+        es_client.index(index=index, id="t1/c1", document=doc, refresh=True)
+        query = bm25_query("vaccination study", "t1", None)
+        hits = es_client.search(index=index, query=query)["hits"]["hits"]
+        assert [h["_id"] for h in hits] == ["t1/c1"]
+        assert es_client.search(index=index, query=bm25_query("vaccination", "t2", None))["hits"]["hits"] == []
+        assert es_client.count(index=index, query={"term": {"identifiers": "inv-2026-0148"}})["count"] == 0
+        assert es_client.count(index=index, query={"term": {"identifiers": "INV-2026-0148"}})["count"] == 1
+    finally:
+        es_client.indices.delete(index=index, ignore_unavailable=True)

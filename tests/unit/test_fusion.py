@@ -152,3 +152,55 @@ def test_the_prefilter_never_rejects_a_real_common_run(base: str, cut: int, keep
     if short and not may_share_run(short, long_, need):
         run = SequenceMatcher(None, short, long_, autojunk=False).find_longest_match(0, len(short), 0, len(long_))
         assert run.size < need
+
+
+# ---- normalised score fusion --------------------------------------------------------------------
+
+def scored(chunk: str, rank: int, score: float | None, source: str = "bm25", *, doc: str) -> TextHit:
+    return hit(chunk, rank, source, doc=doc).model_copy(update={"score": score})
+
+
+def test_minmax_fusion_is_a_convex_combination_of_rescaled_branch_scores() -> None:
+    branches = {
+        "bm25": [scored("a", 1, 30.0, doc="d1"), scored("b", 2, 20.0, doc="d2"), scored("c", 3, 10.0, doc="d3")],
+        "vector": [scored("c", 1, 0.9, "vector", doc="d3"), scored("b", 2, 0.7, "vector", doc="d2"),
+                   scored("d", 3, 0.5, "vector", doc="d4")],
+    }
+    out = fuse(branches, k=K, weights={"bm25": 0.3, "vector": 0.7}, per_document_cap=1, limit=10, method="minmax")
+    got = {f.hit.chunk_id: f.score for f in out.hits}
+    # bm25: a 1, b 0.5, c 0; vector: c 1, b 0.5, d 0; absent from a branch = 0
+    assert got == pytest.approx({"a": 0.3, "b": 0.3 * 0.5 + 0.7 * 0.5, "c": 0.7, "d": 0.0})
+    assert [f.hit.chunk_id for f in out.hits] == ["c", "b", "a", "d"]
+
+
+def test_zscore_fusion_standardises_each_branch() -> None:
+    branches = {"bm25": [scored("a", 1, 3.0, doc="d1"), scored("b", 2, 1.0, doc="d2")],
+                "vector": [scored("b", 1, 0.8, "vector", doc="d2"), scored("c", 2, 0.2, "vector", doc="d3")]}
+    out = fuse(branches, k=K, weights={"bm25": 0.5, "vector": 0.5}, per_document_cap=1, limit=10, method="zscore")
+    got = {f.hit.chunk_id: f.score for f in out.hits}
+    # each branch: z = +1 / -1; an absent candidate takes the branch minimum (-1)
+    assert got == pytest.approx({"a": 0.5 * 1 + 0.5 * -1, "b": 0.5 * -1 + 0.5 * 1, "c": 0.5 * -1 + 0.5 * -1})
+
+
+def test_normalised_fusion_keeps_identity_hits_first_and_equal_scores_at_one() -> None:
+    branches = {"exact": [scored("x", 1, None, "exact", doc="d9").model_copy(update={"identity": True})],
+                "bm25": [scored("a", 1, 5.0, doc="d1"), scored("b", 2, 5.0, doc="d2")]}
+    out = fuse(branches, k=K, weights={"exact": 1.0, "bm25": 0.5}, per_document_cap=1, limit=10, method="minmax")
+    assert [f.hit.chunk_id for f in out.hits][0] == "x"
+    assert {f.hit.chunk_id: f.score for f in out.hits}["a"] == pytest.approx(0.5)  # all equal -> 1.0 each
+
+
+def test_unknown_fusion_method_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown fusion method"):
+        fuse({"bm25": [hit("a", 1)]}, k=K, weights=W, per_document_cap=1, limit=1, method="borda")
+
+
+def test_fusion_choice_reads_the_class_then_the_default() -> None:
+    from manifold.query.executors.hybrid import fusion_choice
+    from manifold.shared.config import QuerySettings
+
+    q = QuerySettings(fusion_method={"default": "minmax", "exact": "rrf"},
+                      score_weights={"default": {"bm25": 0.4, "vector": 0.6}},
+                      rrf_weights={"default": {"bm25": 1.0, "vector": 1.0}, "exact": {"exact": 2.0}})
+    assert fusion_choice(q, "semantic") == ("minmax", {"bm25": 0.4, "vector": 0.6})
+    assert fusion_choice(q, "exact") == ("rrf", {"exact": 2.0})

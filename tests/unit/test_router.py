@@ -93,6 +93,53 @@ def test_multi_intent_question_is_mixed() -> None:
     assert result.topic is not None and "notice" in result.topic and "Beta" not in result.topic
 
 
+@pytest.mark.parametrize("question", [
+    "For how many years must we keep the calibration certificates?",
+    "How many days do we have to report a damaged delivery?",
+    "How many weeks should a sensor be stored before installation?",
+])
+def test_a_duration_asked_of_a_rule_is_not_a_total(question: str) -> None:
+    result = r(question)
+    assert "aggregate" not in types(result), result.rules_fired
+    assert "semantic" in types(result)
+
+
+def test_how_many_records_is_still_a_total() -> None:
+    assert "aggregate" in types(r("How many invoices were posted in March?"))
+    assert "aggregate" in types(r("How many days late were the delayed orders on average?"))
+
+
+@pytest.mark.parametrize("question", [
+    'Which documents mention "free of charge"?',
+    "Which documents mention “total cost of ownership”?",
+])
+def test_quoted_text_is_searched_not_asked(question: str) -> None:
+    result = r(question)
+    assert types(result)[0] == "lexical"
+    assert "aggregate" not in types(result), result.rules_fired
+
+
+@pytest.mark.parametrize("question", [
+    "Is a faulty item replaced free of charge?",
+    "Are repairs done at no charge during the warranty?",
+])
+def test_free_of_charge_is_a_condition_not_an_amount(question: str) -> None:
+    assert "aggregate" not in types(r(question))
+
+
+def test_price_words_still_ask_for_amounts() -> None:
+    assert "aggregate" in types(r("What does Supplier Beta charge for the flow meter?"))
+    assert "aggregate" in types(r("What was the unit price of the control module in March?"))
+
+
+def test_a_relation_verb_with_nothing_named_is_also_a_search() -> None:
+    result = r("Which contracts cover the return of damaged goods?")
+    assert "semantic" in types(result), result.rules_fired
+    named = r("Which contracts cover Control Modules?")
+    assert "semantic" not in types(named)
+    assert "relationship" in types(named)
+
+
 def test_single_intent_is_not_mixed() -> None:
     assert "mixed" not in types(r("Explain the warranty policy"))
 
