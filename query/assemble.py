@@ -136,18 +136,20 @@ def _term_pattern(term: str) -> re.Pattern[str] | None:
 
 
 def _units(text: str) -> list[tuple[int, int]]:
-    """(start, end) of each line of `text`; a long line (prose) is split into sentences."""
+    """(start, end) of each quotable unit of `text`: a table row (a line with cell separators) as
+    it is, any other line split into sentences and `;` clauses, so a quote names one fact."""
     out: list[tuple[int, int]] = []
     for line in re.finditer(r"[^\n]+", text):
-        if line.end() - line.start() <= _SNIPPET:
+        body = line.group(0)
+        if "|" in body or "\t" in body or body.count(",") >= 3 and not re.search(r"[.!?;]\s", body):
             out.append((line.start(), line.end()))
             continue
         start = line.start()
-        for stop in re.finditer(r"(?<=[.!?;])\s+", line.group(0)):
+        for stop in re.finditer(r"(?<=[.!?;])\s+", body):
             out.append((start, line.start() + stop.start()))
             start = line.start() + stop.end()
         out.append((start, line.end()))
-    return out
+    return [(s, e) for s, e in out if text[s:e].strip()]
 
 
 def _quote(text: str, start: int, end: int, first: int, limit: int = _SNIPPET) -> str:

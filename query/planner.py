@@ -26,7 +26,8 @@ from manifold.query.plan import Plan, validate_plan
 
 _APPROVED = re.compile(r"\bapproved\b|\bvendors?\b|\bsuppliers? of\b", re.I)
 _AT_RISK = re.compile(r"\b(at risk|exposure|exposed|revenue)\b", re.I)
-_UNIT_PRICE = re.compile(r"\bunit price\b|\bprice of\b|\bcost per unit\b|\bhow much (?:does|did) .* cost\b", re.I)
+_UNIT_PRICE = re.compile(r"\bunit (?:price|cost)\b|\bprice of\b|\b(?:cost|priced?|invoiced|charged|billed) (?:at )?per unit\b"
+                         r"|\bhow much (?:does|did) .* cost\b|\b(?:list|catalog(?:ue)?|agreed|contract) price\b", re.I)
 _PRODUCTS = re.compile(r"\bproducts?\b|\bitems?\b|\bskus?\b|\bsupplies\b|\bsupply\b|\bsell\b", re.I)
 _SUPPLIERS = re.compile(r"\bsuppliers?\b|\bvendors?\b|\bwho supplies\b|\bwho sells\b", re.I)
 _ORDERS = re.compile(r"\borders?\b", re.I)
@@ -84,7 +85,10 @@ def compile_plan(route: Any, question: str, *, as_of: date) -> Plan:
     text_route = max(_intent(route, "semantic"), _intent(route, "lexical")) >= 0.5
     exact = _intent(route, "exact_lookup") >= 0.5 and bool(identifiers)
 
-    if aggregate:
+    # a unit price of a known product is a price question whatever else the wording suggests
+    priced = bool(_UNIT_PRICE.search(question)) and bool(product_codes) and not relationship
+    if aggregate or priced:
+        aggregate = True
         steps.extend(_aggregate_steps(route, question, as_of, companies, suppliers, groups,
                                       product_codes, identifiers))
     elif relationship:
@@ -236,14 +240,22 @@ def empty_structured_steps(plan: Plan, execution: Any) -> list[str]:
     return empty
 
 
-def anchor_terms(route: Any) -> list[str]:
+_CODE_TOKEN = re.compile(r"(?<![\w-])(?=[\w./-]*\d)(?=[\w./-]*[^\W\d_])\w[\w./-]*\w(?![\w-])")
+
+
+def anchor_terms(route: Any, question: str = "") -> list[str]:
     """The anchors of a question as text: identifiers, then resolved anchors' names (codes as
-    written), then the mentions of unresolved ones."""
+    written), then the mentions of unresolved ones, then code-like words of the question (letters
+    and digits, such as `QX-77`) that no catalog entry knows."""
     terms: list[str] = list(route.identifiers) if route is not None else []
     for anchor in getattr(route, "anchors", ()):
         name = anchor.resolved.name if anchor.resolved is not None else anchor.text
         if name and name not in terms:
             terms.append(name)
+    for match in _CODE_TOKEN.finditer(question):
+        token = match.group(0).rstrip(".")
+        if not any(token.casefold() in t.casefold() for t in terms):
+            terms.append(token)
     return terms
 
 
@@ -253,7 +265,7 @@ def fallback_plan(route: Any, question: str) -> Plan | None:
     anchors and the topic with the identifiers as its exact branch. None when there is nothing to
     search for."""
     identifiers = list(route.identifiers) if route is not None else []
-    terms = anchor_terms(route)
+    terms = anchor_terms(route, question)
     topic = (route.topic if route is not None else None) or ""
     query = " ".join(dict.fromkeys([*terms, topic])).strip() or question.strip()
     if not query:

@@ -152,30 +152,30 @@ class QueryService:
         evidence = self._final_check(execution, principal, policy)
         answer, result = assemble.compose(question, plan, execution)
         if fallback is not None:
-            answer, result = self._quoted(plan, execution, route, empty, answer, result, evidence)
+            answer, result = self._quoted(plan, execution, route, question, empty, answer, result, evidence)
         return self._checked(request, started, policy, route, plan, execution, answer, result, evidence)
 
     def _text_only(self, request: QueryRequest, principal: Principal, started: float, policy: list[str],
                    route: Any, question: str, deadline: float, why: str) -> QueryReply | None:
         """No structured plan could be made (`why`): the text routes for the anchors, answered
         `partial` from a passage that names an anchor; None when no passage does."""
-        plan = fallback_plan(route, question) if any(True for _ in _anchor_list(route)) else None
+        plan = fallback_plan(route, question) if _anchor_list(route, question) else None
         if plan is None:
             return None
         execution = self._engine.execute(plan, tenant_id=principal.tenant_id, deadline=deadline)
         evidence = self._final_check(execution, principal, policy)
-        answer, result = self._quoted(plan, execution, route, [why], "", {}, evidence)
+        answer, result = self._quoted(plan, execution, route, question, [why], "", {}, evidence)
         if not result.get("fallback") or not evidence:
             return None
         policy.append("fallback: text routes for the anchors (no structured plan)")
         return self._checked(request, started, policy, route, plan, execution, answer, result, evidence)
 
     @staticmethod
-    def _quoted(plan: Plan, execution: Execution, route: Any, empty: Sequence[str], answer: str,
+    def _quoted(plan: Plan, execution: Execution, route: Any, question: str, empty: Sequence[str], answer: str,
                 result: dict[str, Any], evidence: Sequence[Evidence]) -> tuple[str, dict[str, Any]]:
         """`answer` plus the fallback passage that names an anchor (from a chunk that passed the
         final check), and the gap saying so."""
-        quoted = assemble.fallback_quote(plan, execution, _anchor_list(route), empty,
+        quoted = assemble.fallback_quote(plan, execution, _anchor_list(route, question), empty,
                                          documents={ev.document_id for ev in evidence if ev.document_id},
                                          topic=(route.topic or "") if route is not None else "")
         if quoted is None:
@@ -254,10 +254,10 @@ class QueryService:
                           plan=plan.model_dump(mode="json") if plan else None, trace=trace, error=error)
 
 
-def _anchor_list(route: Any) -> list[str]:
+def _anchor_list(route: Any, question: str) -> list[str]:
     from manifold.query.planner import anchor_terms
 
-    return anchor_terms(route)
+    return anchor_terms(route, question)
 
 
 def _merge(plan: Plan, execution: Execution, fallback: Plan, extra: Execution) -> tuple[Plan, Execution]:
