@@ -133,7 +133,8 @@ def judge(q: Question, reply: Any, own_tenant: str) -> dict[str, Any]:
             wrong = bool(found) and not ok and reply.status == "answered"
     elif q.cls == "relationship":
         names = next((v["names"] for v in reply.result.values() if isinstance(v, dict) and "names" in v), None)
-        ok = names is not None and {n.casefold() for n in names} == {n.casefold() for n in e["names"]}
+        # one entity may be displayed in another spelling of the same name (`Beta Inc` / `Beta Inc.`)
+        ok = names is not None and {_key(n) for n in names} == {_key(n) for n in e["names"]}
     elif q.cls in ("clarify", "refused"):
         ok = reply.status == e["status"]
     elif q.cls == "other_tenant":
@@ -143,6 +144,12 @@ def judge(q: Question, reply: Any, own_tenant: str) -> dict[str, Any]:
         leak = leak or bool(leaked)
         ok = not leaked and not leak
     return {"correct": ok, "leak": leak, "wrong_number": wrong}
+
+
+def _key(name: str) -> str:
+    from manifold.ingest.resolution import canonical_key
+
+    return canonical_key("Supplier", name)
 
 
 def _numbers(text: str) -> list[str]:

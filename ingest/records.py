@@ -364,9 +364,13 @@ def resolve_currency(columns: Sequence[str], tokens: Sequence[str]) -> str | Non
 # ---- tables ----------------------------------------------------------------------------------
 
 
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+
+
 def normalize_header(text: str) -> str:
-    """`"Invoice No."` → `"invoice no"`, `"unit_price"` → `"unit price"`."""
-    return " ".join(re.sub(r"[^\w]+|_", " ", text.casefold()).split())
+    """`"Invoice No."` → `"invoice no"`, `"unit_price"` → `"unit price"`, and JSON-style keys
+    split at case changes: `"orderNumber"` → `"order number"`, `"PONumber"` → `"po number"`."""
+    return " ".join(re.sub(r"[^\w]+|_", " ", _CAMEL.sub(" ", text).casefold()).split())
 
 
 @dataclass(frozen=True)

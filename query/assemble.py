@@ -269,6 +269,10 @@ def status_for(answer: str, evidence: Sequence[Evidence], gaps: Sequence[Gap], r
     return "partial" if gaps else "answered"
 
 
+def _name_key(name: str) -> str:
+    return " ".join(re.sub(r"[\W_]+", " ", name.lower()).split())
+
+
 def coverage_gaps(plan: Plan, execution: Execution) -> list[Gap]:
     """Suppliers a metric was scoped to (by an earlier graph step) that have no matching lines.
 
@@ -288,8 +292,8 @@ def coverage_gaps(plan: Plan, execution: Execution) -> list[Gap]:
         if any(g.kind == "capped" for g in res.gaps):
             continue
         expected = execution.results[match.group(1)].outputs.get("names", ())
-        seen = {str(ev.claims.get("supplier") or "").casefold() for ev in res.evidence if ev.kind == "record"}
-        missing = [name for name in expected if name.casefold() not in seen]
+        seen = {_name_key(str(ev.claims.get("supplier") or "")) for ev in res.evidence if ev.kind == "record"}
+        missing = [name for name in expected if _name_key(name) not in seen]
         if missing:
             gaps.append(Gap(step=step.id, kind="missing_data",
                             detail=f"no matching {step.params.metric.replace('_', ' ')} lines for: {_join(missing)}"))

@@ -30,6 +30,8 @@ _UNIT_PRICE = re.compile(r"\bunit (?:price|cost)\b|\bprice of\b|\b(?:cost|priced
                          r"|\bhow much (?:does|did) .* cost\b|\b(?:list|catalog(?:ue)?|agreed|contract) price\b", re.I)
 _PRODUCTS = re.compile(r"\bproducts?\b|\bitems?\b|\bskus?\b|\bsupplies\b|\bsupply\b|\bsell\b", re.I)
 _SUPPLIERS = re.compile(r"\bsuppliers?\b|\bvendors?\b|\bwho supplies\b|\bwho sells\b", re.I)
+_ASKS_SUPPLIERS = re.compile(r"\b(?:which|what|list(?: the)?|name(?: the)?)\s+(?:suppliers|vendors|supplier|vendor)\b"
+                            r"|\bwho\s+(?:supplies|sells|provides|delivers)\b", re.I)
 _ORDERS = re.compile(r"\borders?\b", re.I)
 _GROUP = re.compile(r"\bgroup\b|\bcategory\b", re.I)
 _CATALOG_SOURCE = re.compile(r"\bprice\s*lists?\b|\bcatalog(?:ue)?s?\b|\bagree(?:d|ment)s?\b|\bcontract(?:ed|s)?\b"
@@ -51,6 +53,12 @@ def _code(product: Any) -> str:
     of other codes are normalised names (`hx 2210`), the metric compares codes without
     punctuation either way, and the name reads better in the answer."""
     return product.key if normalize_identifier(product.key) == product.key else (product.name or product.key)
+
+
+def _names(entries: list[Any]) -> list[str]:
+    """Every spelling of the resolved entities (display name and aliases seen in documents): an
+    invoice may write `Beta Ltd.` where the catalog shows `Beta Limited`."""
+    return list(dict.fromkeys(n for e in entries for n in (e.name, *e.aliases) if n))
 
 
 def price_source(question: str) -> str | None:
@@ -120,7 +128,7 @@ def _aggregate_steps(route: Any, question: str, as_of: date, companies: list[Any
         if source:
             where["price_source"] = source
         if suppliers:
-            where["supplier_names"] = [s.name for s in suppliers]
+            where["supplier_names"] = _names(suppliers)
         if route.currency:
             where["currency"] = route.currency
         return [{"id": "price", "operator": "metric_query", "params": {"metric": "unit_price_on", "where": where}}]
@@ -129,7 +137,7 @@ def _aggregate_steps(route: Any, question: str, as_of: date, companies: list[Any
         where: dict[str, Any] = {"statuses": list(route.statuses) or ["delayed"]}
         orders = [i for i in identifiers if i.startswith(("PO-", "ORD-"))]
         if suppliers:
-            where["supplier_names"] = [s.name for s in suppliers]
+            where["supplier_names"] = _names(suppliers)
         elif orders:
             where["order_numbers"] = orders
         elif _NOTICE.search(question):
@@ -155,9 +163,9 @@ def _aggregate_steps(route: Any, question: str, as_of: date, companies: list[Any
                                  "direction": "out", "max_hops": 1, **valid}})
         where["supplier_names"] = "$vendors.names"
     elif suppliers:
-        where["supplier_names"] = [s.name for s in suppliers]
+        where["supplier_names"] = _names(suppliers)
     if companies:
-        where["company_names"] = [c.name for c in companies]
+        where["company_names"] = _names(companies)
     if groups and not product_codes:
         steps.append({"id": "group_products", "operator": "graph_expand",
                       "params": {"from_ids": [g.entity_id for g in groups], "relation": ["BELONGS_TO", "PART_OF"],
@@ -186,6 +194,12 @@ def _relationship_steps(route: Any, question: str, companies: list[Any], supplie
                           "params": {"from_ids": "$vendors.ids", "relation": "SUPPLIES", "direction": "out",
                                      "max_hops": 1}})
         return steps
+    if products and _ASKS_SUPPLIERS.search(question):
+        # "which suppliers supply HX-2210": the suppliers are asked for, so a supplier-like word
+        # in the question ("supply" close to "Office Supply Ltd") is not the anchor
+        return [{"id": "suppliers", "operator": "graph_expand",
+                 "params": {"from_ids": [p.entity_id for p in products], "relation": "SUPPLIES",
+                            "direction": "in", "max_hops": 1, **valid}}]
     if suppliers:
         if _ORDERS.search(question):
             return [{"id": "orders", "operator": "graph_expand",

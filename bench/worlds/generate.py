@@ -320,7 +320,8 @@ def generate(seed: int) -> World:
         issued = date(year, month, rng.randint(13, 28))  # a day > 12 proves day-first numeric dates
         status = "paid" if k % 4 != 3 else "draft"
         lines = []
-        for p in rng.sample([p for p in products if p["supplier"] == supplier] or products, 2):
+        own = [p for p in products if p["supplier"] == supplier] or products
+        for p in rng.sample(own, min(2, len(own))):
             qty = Decimal(rng.randint(1, 40))
             price = p["price"] if rng.random() < 0.7 else (p["price"] * Decimal("0.95")).quantize(CENT)
             lines.append({"code": p["code"], "name": p["name"], "qty": qty, "price": price,

@@ -75,9 +75,9 @@ WITH candidate AS (
       AND r.status = ANY(%(statuses)s::text[])
       AND (%(start)s::date IS NULL OR r.issued_on >= %(start)s::date)
       AND (%(end)s::date IS NULL OR r.issued_on < %(end)s::date)
-      AND (%(suppliers)s::text[] IS NULL OR lower(r.counterparty_name) = ANY(%(suppliers)s::text[]))
+      AND (%(suppliers)s::text[] IS NULL OR btrim(regexp_replace(lower(r.counterparty_name), '[^[:alnum:]]+', ' ', 'g')) = ANY(%(suppliers)s::text[]))
       AND (%(companies)s::text[] IS NULL
-           OR lower(r.attributes->>'customer_name') = ANY(%(companies)s::text[]))
+           OR btrim(regexp_replace(lower(r.attributes->>'customer_name'), '[^[:alnum:]]+', ' ', 'g')) = ANY(%(companies)s::text[]))
       AND (%(numbers)s::text[] IS NULL OR upper(r.number) = ANY(%(numbers)s::text[]))
       AND EXISTS (
           SELECT 1 FROM serving_record_lines x
@@ -138,9 +138,9 @@ WHERE r.tenant_id = %(tenant)s
   AND r.issued_on <= %(on)s::date
   AND regexp_replace(upper(l.product_code), '[^[:alnum:]]+', '', 'g') = ANY(%(products)s::text[])
   AND (%(currency)s::text IS NULL OR r.currency = %(currency)s::text)
-  AND (%(suppliers)s::text[] IS NULL OR lower(r.counterparty_name) = ANY(%(suppliers)s::text[]))
+  AND (%(suppliers)s::text[] IS NULL OR btrim(regexp_replace(lower(r.counterparty_name), '[^[:alnum:]]+', ' ', 'g')) = ANY(%(suppliers)s::text[]))
   AND (%(companies)s::text[] IS NULL
-       OR lower(r.attributes->>'customer_name') = ANY(%(companies)s::text[]))
+       OR btrim(regexp_replace(lower(r.attributes->>'customer_name'), '[^[:alnum:]]+', ' ', 'g')) = ANY(%(companies)s::text[]))
 ORDER BY regexp_replace(upper(l.product_code), '[^[:alnum:]]+', '', 'g'), r.currency, r.issued_on DESC,
          r.record_id, l.line_no
 """
@@ -156,7 +156,7 @@ WHERE r.tenant_id = %(tenant)s
   AND regexp_replace(upper(r.number), '[^[:alnum:]]+', '', 'g') = ANY(%(products)s::text[])
   AND r.attributes->>'unit_price' IS NOT NULL
   AND (%(currency)s::text IS NULL OR r.currency = %(currency)s::text)
-  AND (%(suppliers)s::text[] IS NULL OR lower(r.counterparty_name) = ANY(%(suppliers)s::text[]))
+  AND (%(suppliers)s::text[] IS NULL OR btrim(regexp_replace(lower(r.counterparty_name), '[^[:alnum:]]+', ' ', 'g')) = ANY(%(suppliers)s::text[]))
 ORDER BY 1, r.currency, r.record_id
 """
 
@@ -201,12 +201,20 @@ UNIT_PRICE_DEFINITION = (
 # binders: MetricParams -> typed psycopg parameters
 
 
+def name_key(name: str) -> str:
+    """How supplier and company names compare: lower-cased, every run of non-alphanumerics one
+    space, trimmed, so `Valebrook Bearings Inc.` (an invoice) and `Valebrook Bearings Inc` (a
+    sentence) are one name. The SQL applies the same rule
+    (`btrim(regexp_replace(lower(name), '[^[:alnum:]]+', ' ', 'g'))`)."""
+    return " ".join(_NON_ALNUM.sub(" ", name.lower()).split())
+
+
 def _lower_names(values: Sequence[str] | str | None) -> list[str] | None:
     if values is None:
         return None
     if isinstance(values, str):
         raise ValueError(f"unresolved reference {values!r}: the engine must resolve it before the metric runs")
-    return [" ".join(v.split()).lower() for v in values]
+    return list(dict.fromkeys(name_key(v) for v in values))
 
 
 def _upper_codes(values: Sequence[str] | str | None) -> list[str] | None:

@@ -101,7 +101,8 @@ def test_total_spend_binder_is_typed() -> None:
 
 def test_binder_keeps_injection_as_a_value() -> None:
     bound = TEMPLATES["total_spend"].binder(MetricParams(supplier_names=["Beta' OR '1'='1"], period=Q1), "t")
-    assert bound["suppliers"] == ["beta' or '1'='1"]
+    # a parameter value (compared ignoring case and punctuation: metric.name_key), never SQL text
+    assert bound["suppliers"] == ["beta or 1 1"]
 
 
 def test_empty_filter_list_means_match_nothing_not_no_filter() -> None:
@@ -137,6 +138,13 @@ def test_product_codes_compare_without_case_or_punctuation() -> None:
     bound = TEMPLATES["unit_price_on"].binder(MetricParams(product_codes=["hx 2210", "HX-2210"],
                                                            on=date(2026, 3, 1)), "t")
     assert bound["products"] == ["HX2210"]
+
+
+def test_names_compare_without_case_or_punctuation() -> None:
+    from manifold.query.executors.metric import name_key
+
+    assert name_key("Valebrook Bearings Inc.") == name_key("valebrook  bearings inc") == "valebrook bearings inc"
+    assert name_key("Supplier A") != name_key("Supplier B")
 
 
 def test_price_source_is_only_for_unit_prices() -> None:
