@@ -153,13 +153,16 @@ def _units(text: str) -> list[tuple[int, int]]:
 
 
 def _quote(text: str, start: int, end: int, first: int, limit: int = _SNIPPET) -> str:
-    """`text[start:end]` (a table row: the header line first), cut to `limit` characters from
-    `first` (the first matched term) at a cell or word break, so no number is ever cut in two."""
+    """`text[start:end]`, cut to `limit` characters from `first` (the first matched term) at a
+    cell or word break, so no number is ever cut in two. A table row under a header line with
+    the same cells is quoted as `header: value` pairs (empty cells left out)."""
     line = text[start:end].strip()
     head = text[:text.find("\n")].strip() if "\n" in text else ""
-    if start > 0 and head and any(sep in head and head.count(sep) == line.count(sep) for sep in ",;|\t"):
-        line = f"{head} … {line}"
-        first += len(head) + 3
+    for sep in ("|", "\t", ";", ","):
+        if start > 0 and sep in head and head.count(sep) == line.count(sep):
+            pairs = [f"{h.strip()}: {v.strip()}" for h, v in zip(head.split(sep), line.split(sep), strict=True)
+                     if v.strip()]
+            return " ".join("; ".join(pairs).split())
     if len(line) <= limit:
         return " ".join(line.split())
     lo = max(0, first - start - limit // 3)

@@ -379,11 +379,11 @@ def _status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result, indent=2, default=str))
         return 0
-    print(f"{'tenant':<20}{'document':<40}{'active':>7}  {'state':<9}{'pg':>6}{'es':>6}{'neo4j':>7}")
+    print(f"{'tenant':<20}{'document':<40}{'active':>7}  {'state':<9}{'pg':>6}{'es':>6}{'neo4j':>7}{'review':>8}")
     for d in result["documents"]:
         c = d["counts"]
         print(f"{d['tenant_id']:<20}{d['document_id'][:39]:<40}{d['active_version'] or '-'!s:>7}  {d['state']:<9}"
-              f"{c['postgres']:>6}{c['elasticsearch']:>6}{c['neo4j']:>7}")
+              f"{c['postgres']:>6}{c['elasticsearch']:>6}{c['neo4j']:>7}{d.get('review_items', 0):>8}")
     return 0
 
 
