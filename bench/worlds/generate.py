@@ -284,7 +284,12 @@ def generate(seed: int) -> World:
     suppliers = [_supplier(rng, names, s) for s in stems[:3]]
     # two suppliers sharing their first word: a question naming only that word must be clarified
     twin_stem = stems[3]
-    twins = [_supplier(rng, names, twin_stem), _supplier(rng, names, twin_stem)]
+    twins = [_supplier(rng, names, twin_stem)]
+    while True:  # a different trade: names differing only in the legal suffix are one organisation
+        other = _supplier(rng, names, twin_stem)
+        if other.rsplit(" ", 1)[0] != twins[0].rsplit(" ", 1)[0]:
+            twins.append(other)
+            break
     codes: set[str] = set()
     products = []
     for i in range(8):
