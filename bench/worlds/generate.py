@@ -318,6 +318,7 @@ def generate(seed: int) -> World:
     # invoices: one CSV per invoice, lines priced from the catalog (some at a negotiated price)
     h = style.invoice_headers
     invoices = []
+    numbers: set[str] = set()
     n = rng.randint(100, 700)
     for k in range(6):
         supplier = suppliers[k % 3] if k < 5 else twins[0]
@@ -331,7 +332,8 @@ def generate(seed: int) -> World:
             price = p["price"] if rng.random() < 0.7 else (p["price"] * Decimal("0.95")).quantize(CENT)
             lines.append({"code": p["code"], "name": p["name"], "qty": qty, "price": price,
                           "amount": (qty * price).quantize(CENT)})
-        number = _invoice_number(rng, style.invoice_format, year, n + k * rng.randint(3, 17))
+        number = _unique(rng, lambda: _invoice_number(rng, style.invoice_format, year, n + k * rng.randint(3, 17)),
+                         numbers)
         invoices.append({"number": number, "supplier": supplier, "issued": issued, "status": status,
                          "lines": lines, "file": f"invoices/{number.replace('/', '-').lower()}.csv"})
         table = [[h["number"], h["date"], h["supplier"], h["customer"], h["code"], h["desc"], h["qty"], h["price"],
@@ -342,13 +344,30 @@ def generate(seed: int) -> World:
                           style.currency, status])
         main[invoices[-1]["file"]] = _csv(table, delimiter)
 
+    # a credit note against the first paid invoice (same month, same export layout): spend nets it
+    credited = next(inv for inv in invoices if inv["status"] == "paid" and inv["supplier"] in suppliers)
+    line = credited["lines"][0]
+    cn_qty = Decimal(1)
+    credit = {"number": f"CN-{year}-{rng.randint(10, 99):03d}", "supplier": credited["supplier"],
+              "issued": credited["issued"] + timedelta(days=2) if credited["issued"].day < 27 else credited["issued"],
+              "status": "posted", "lines": [{"code": line["code"], "name": line["name"], "qty": cn_qty,
+                                             "price": line["price"], "amount": (cn_qty * line["price"]).quantize(CENT)}]}
+    credit["file"] = f"invoices/{credit['number'].lower()}.csv"
+    table = [[h["number"], h["date"], h["supplier"], h["customer"], h["code"], h["desc"], h["qty"], h["price"],
+              h["amount"], h["currency"], h["status"]]]
+    for ln in credit["lines"]:
+        table.append([credit["number"], _date(credit["issued"], style.date_format), credit["supplier"], buyer,
+                      ln["code"], f"credit: {ln['name']}", str(ln["qty"]), _money(ln["price"], style.mark),
+                      _money(ln["amount"], style.mark), style.currency, credit["status"]])
+    main[credit["file"]] = _csv(table, delimiter)
+
     # orders (JSON, varied key names); some delayed with one supplier, named in a notice e-mail
     keys = style.order_keys
     late_supplier = suppliers[1]
     orders, records = [], []
     for k in range(5):
         supplier = late_supplier if k < 3 else suppliers[2]
-        number = f"PO-{year % 100:02d}{rng.randint(1000, 9899)}"
+        number = _unique(rng, lambda: f"PO-{year % 100:02d}{rng.randint(1000, 9899)}", numbers)
         status = "delayed" if k in (0, 2) else "open"
         p = rng.choice([p for p in products if p["supplier"] == supplier] or products)
         qty = Decimal(rng.randint(5, 60))
@@ -403,7 +422,8 @@ def generate(seed: int) -> World:
     other_supplier = _supplier(rng, names)
     other_code = _unique(rng, lambda: _code(rng, style.code_format), codes)
     other_price = Decimal(rng.randint(150, 250_00)) / 100
-    other_invoice = _invoice_number(rng, style.invoice_format, year, n + 900)
+    other_invoice = _unique(rng, lambda: _invoice_number(rng, style.invoice_format, year, n + 900 + rng.randint(0, 99)),
+                            numbers)
     world.files["other"] = {
         "price-list.csv": _csv([["product_code", "name", "supplier", "unit_price", "currency"],
                                 [other_code, "secret widget", other_supplier, str(other_price), "EUR"]], ","),
@@ -433,9 +453,12 @@ def generate(seed: int) -> World:
         {"documents": ["inbox/delay-notice.eml"]})
 
     def spend(supplier: str, month: int) -> Decimal:
-        return sum((ln["amount"] for inv in invoices if inv["supplier"] == supplier
-                    and inv["issued"].month == month and inv["status"] in ("paid", "posted")
-                    for ln in inv["lines"]), Decimal(0))
+        invoiced = sum((ln["amount"] for inv in invoices if inv["supplier"] == supplier
+                        and inv["issued"].month == month and inv["status"] in ("paid", "posted")
+                        for ln in inv["lines"]), Decimal(0))
+        credited = sum((ln["amount"] for ln in credit["lines"]), Decimal(0)) \
+            if credit["supplier"] == supplier and credit["issued"].month == month else Decimal(0)
+        return invoiced - credited
 
     seen = set()
     for inv in invoices:
@@ -456,7 +479,8 @@ def generate(seed: int) -> World:
         else:
             question = rng.choice(["What is the unit price of {c}?", "What does {c} cost per unit?",
                                    "What is the price of {c}?"])
-        add("price", question.format(c=p["code"]), {"price": str(p["price"].quantize(CENT)), "currency": cur})
+        written = p["code"] if rng.random() < 0.7 else p["code"].lower()  # users type codes in any case
+        add("price", question.format(c=written), {"price": str(p["price"].quantize(CENT)), "currency": cur})
     for p in rng.sample(products, 2):
         supplying = sorted({p["supplier"]} | {inv["supplier"] for inv in invoices for ln in inv["lines"]
                                               if ln["code"] == p["code"]})
