@@ -492,10 +492,11 @@ def _eval(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     steps = {"golden": ["eval_golden.py", *(["--reuse", args.reuse] if args.reuse else [])],
-             "scifact": ["eval_scifact.py", "all"], "report": ["report.py"]}
+             "scifact": ["eval_scifact.py", "all"], "unseen": ["eval_unseen.py", "--held-out"],
+             "report": ["report.py"]}
     # SciFact first: its ingestion drains any SciFact backlog on the topics, which the golden set's
     # fresh ingestion would otherwise queue behind.
-    chosen = ["scifact", "golden", "report"] if args.what == "all" else [args.what]
+    chosen = ["scifact", "golden", "unseen", "report"] if args.what == "all" else [args.what]
     for name in chosen:
         code = subprocess.call([sys.executable, str(bench / steps[name][0]), *steps[name][1:]])
         if code != 0:
@@ -626,12 +627,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     evaluate = sub.add_parser(
         "eval",
-        help="run the evaluations under bench/ (golden set, BEIR SciFact) and regenerate BENCHMARKS.md",
+        help="run the evaluations under bench/ (golden set, BEIR SciFact, unseen worlds) and regenerate BENCHMARKS.md",
         description="golden: the labelled golden set through the real query service (bench/eval_golden.py); "
-        "scifact: ingest BEIR SciFact through the pipeline and score it (bench/eval_scifact.py); report: "
+        "scifact: ingest BEIR SciFact through the pipeline and score it (bench/eval_scifact.py); unseen: "
+        "generated procurement worlds of the held-out seeds, embedded profile (bench/eval_unseen.py); report: "
         "BENCHMARKS.md from bench/results/*.json. Needs the stack up and migrated.",
     )
-    evaluate.add_argument("what", nargs="?", default="all", choices=["all", "golden", "scifact", "report"])
+    evaluate.add_argument("what", nargs="?", default="all", choices=["all", "golden", "scifact", "unseen", "report"])
     evaluate.add_argument("--reuse", metavar="NORTHSTAR,SOUTHWIND",
                           help="golden: tenants that already hold the sample world (default: ingest fresh ones)")
     evaluate.set_defaults(run=_eval)
