@@ -377,8 +377,10 @@ def unseen_section(results: Path) -> list[str]:
     out += _table(["class", "questions", "accuracy", "leaks", "wrong numbers"], rows)
     out += ["", f"Leaks {data['leaks']}, wrong numbers {data['wrong_numbers']}, lowest class accuracy "
                 f"{_fmt(data['min_class_accuracy'], 3)}; {len(data['failures'])} replies judged incorrect are listed "
-                "in the results file (`failures`).", ""]
-    return out
+                "in the results file (`failures`):", ""]
+    out += [f"- {f['class']}: \u201c{f['question']}\u201d \u2192 `{f['status']}`: {f['answer'][:160]}"
+            for f in data["failures"][:10]]
+    return out + [""]
 
 
 def _fmt_line(label: str, value: Any) -> str:
