@@ -12,7 +12,12 @@ Guarantees:
   templates, scoped by time when the question gives a period; mixed questions get a DAG whose
   later steps read earlier steps' ids.
 - A question it cannot map to any operator gets a `PlanningGap` (the service answers
-  `no_answer` with the reason) rather than a guessed plan.
+  `no_answer` with the reason, or a quoted passage via `fallback_plan`) rather than a guessed plan.
+- Prices: a unit price of a known product is a `unit_price_on` metric whatever the intent;
+  `price_source` records the price the question names (catalog or invoice), never a guess.
+- `fallback_plan` is the text routes (exact identifier lookup, then hybrid search) for the
+  question's anchors (`anchor_terms`); `empty_structured_steps` says which structured steps found
+  no data (failures and timeouts are not "no data").
 """
 
 from __future__ import annotations

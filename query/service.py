@@ -11,6 +11,11 @@ Guarantees (DESIGN.md §3.5, §5; seed 002 "The turn pipeline"):
   question with the chosen entity and cannot be replayed by another tenant.
 - Final check: every evidence item must belong to the principal's tenant and to a version that
   is active in the manifest right now; anything else is dropped and the drop is in the trace.
+- Fallback: when a structured step (metric, graph, lookup) found no data, or no structured plan
+  could be made, the text routes for the same anchors run within the same deadline and the
+  answer quotes a cited line that names an anchor, `partial`, with a gap saying the number was
+  read from text, not computed from records; the number check covers the quote (its numbers must
+  be in the cited chunk's text).
 - `answer` never raises: store outages become gaps (`partial`), bugs become `error` replies.
 """
 
@@ -25,7 +30,7 @@ from typing import Any, Protocol
 from manifold.query import assemble
 from manifold.query.engine import Engine, Execution
 from manifold.query.plan import Plan, PlanError, validate_plan
-from manifold.query.planner import PlanningGap, compile_plan, empty_structured_steps, fallback_plan
+from manifold.query.planner import PlanningGap, anchor_terms, compile_plan, empty_structured_steps, fallback_plan
 from manifold.query.types import (
     CatalogEntry,
     Clarification,
@@ -159,7 +164,7 @@ class QueryService:
                    route: Any, question: str, deadline: float, why: str) -> QueryReply | None:
         """No structured plan could be made (`why`): the text routes for the anchors, answered
         `partial` from a passage that names an anchor; None when no passage does."""
-        plan = fallback_plan(route, question) if _anchor_list(route, question) else None
+        plan = fallback_plan(route, question) if anchor_terms(route, question) else None
         if plan is None:
             return None
         execution = self._engine.execute(plan, tenant_id=principal.tenant_id, deadline=deadline)
@@ -175,7 +180,7 @@ class QueryService:
                 result: dict[str, Any], evidence: Sequence[Evidence]) -> tuple[str, dict[str, Any]]:
         """`answer` plus the fallback passage that names an anchor (from a chunk that passed the
         final check), and the gap saying so."""
-        quoted = assemble.fallback_quote(plan, execution, _anchor_list(route, question), empty,
+        quoted = assemble.fallback_quote(plan, execution, anchor_terms(route, question), empty,
                                          documents={ev.document_id for ev in evidence if ev.document_id},
                                          topic=(route.topic or "") if route is not None else "")
         if quoted is None:
@@ -252,12 +257,6 @@ class QueryService:
                           result=result or {}, evidence=tuple(evidence), gaps=tuple(all_gaps),
                           clarification=clarification,
                           plan=plan.model_dump(mode="json") if plan else None, trace=trace, error=error)
-
-
-def _anchor_list(route: Any, question: str) -> list[str]:
-    from manifold.query.planner import anchor_terms
-
-    return anchor_terms(route, question)
 
 
 def _merge(plan: Plan, execution: Execution, fallback: Plan, extra: Execution) -> tuple[Plan, Execution]:
