@@ -43,6 +43,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import date
+from typing import Any
 
 from manifold.ingest.identifiers import find_identifiers, identifier_kind, normalize_identifier
 from manifold.ingest.records import (
@@ -234,6 +235,7 @@ class _Extraction:
         result = records_from_table(element.rows or [], column_map, default_number=default_number)
         for issue in result.issues:
             self._table_issue(element, result.header, issue)
+        self._unmapped(element, result, column_map)
         for parsed in result.records:
             position = catalog_key(parsed) if parsed.record_type == "catalog_item" else (parsed.number,)
             record_id = ids.child_id("rec", self.scope, parsed.record_type, *position)
@@ -248,6 +250,30 @@ class _Extraction:
             self.parsed[record_id] = parsed
             self.records[record_id] = build_record(parsed, record_id, provenance)
             self._record_graph(parsed, provenance)
+
+    def _unmapped(self, element: Element, result: Any, column_map: Mapping[str, str]) -> None:
+        """A review item naming the columns no field mapping understood, when the table could
+        not be read fully: some rows went to review, or a record lacks a date, currency or
+        counterparty that one of those columns may hold. The operator can add a
+        `record_column_map` entry; the values stay verbatim in the records' attributes."""
+        if not result.record_like:
+            return
+        fields = map_header(result.header, column_map)
+        unmapped = [h for h, f in zip(result.header, fields, strict=True) if f is None and h]
+        if not unmapped:
+            return
+        lacking = sorted({name for r in result.records for name, value in (
+            ("issued_on", r.issued_on if r.record_type != "catalog_item" else True),
+            ("currency", r.currency), ("supplier", r.supplier or r.supplier_id)) if not value})
+        if not result.issues and not lacking:
+            return
+        missing = f"; records lack {', '.join(lacking)}" if lacking else ""
+        reason = (f"columns not understood: {', '.join(unmapped)}{missing}; map them with record_column_map "
+                  "(their values are kept verbatim in the records' attributes)")
+        self.flag("columns", (element.index, *unmapped), reason, {
+            "element_index": element.index, "page": element.page, "columns": list(unmapped),
+            "header": list(result.header), "lacking": lacking,
+        }, self.provenance())
 
     def _table_issue(self, element: Element, header: tuple[str, ...], issue: RowIssue,
                      record_id: str | None = None) -> None:

@@ -41,8 +41,10 @@ _COUNTED = {"postgres": ("chunks", "sections", "records", "record_lines", "revie
 def status(ports: ReconcilePorts, tenant_ids: list[str]) -> dict[str, Any]:
     """Per document: its active version (or None), its state (that of its newest version, so
     `deleted` after a delete, `staged` while a first version waits) and the active version's
-    artifact counts per store as recomputed by each store. With a ledger port, `in_flight` lists
-    the versions handed out upstream that the publisher has not seen yet, with their stage."""
+    artifact counts per store as recomputed by each store, and `review_items`: how many review
+    items the active version has (rows that could not be read, columns not understood, ...). With a
+    ledger port, `in_flight` lists the versions handed out upstream that the publisher has not seen
+    yet, with their stage."""
     documents = []
     for tenant in tenant_ids:
         by_doc: dict[str, list[Any]] = {}
@@ -52,12 +54,14 @@ def status(ports: ReconcilePorts, tenant_ids: list[str]) -> dict[str, Any]:
             newest = max(entries, key=lambda e: e.version)
             active = next((e.version for e in entries if e.state == "active"), None)
             counts = dict.fromkeys(_COUNTED, 0)
+            review = 0
             if active is not None:
                 for name, store in zip(_COUNTED, ports.stores, strict=True):
                     m = store.manifest(tenant, document_id, active)
                     counts[name] = sum(m.counts.get(k, 0) for k in _COUNTED[name])
+                    review += m.counts.get("review_items", 0)
             documents.append({"tenant_id": tenant, "document_id": document_id, "active_version": active,
                               "state": newest.state, "versions": {e.version: e.state for e in entries},
-                              "counts": counts})
+                              "counts": counts, "review_items": review})
     in_flight = [f.to_json() for t in tenant_ids for f in ports.ledger.in_flight(t)] if ports.ledger else []
     return {"documents": documents, "in_flight": in_flight}

@@ -30,7 +30,7 @@ exactly or case/punctuation-insensitively, then the built-in `SYNONYMS`; map a c
 | supplier_id | its id (e.g. SUP-001) | supplier id, supplier no, supplier number, supplier code, vendor id, vendor no, vendor number, vendor code |
 | customer | billed / ordering company name | customer, customer name, buyer, bill to, billed to, sold to, client |
 | customer_id | its id | customer id, customer no, customer number, buyer id, client id |
-| issued_on | document date | date, issued on, issue date, issued, invoice date, order date, document date, date issued |
+| issued_on | document date | date, issued on, issue date, issued, invoice date, order date, document date, date issued, posting date, doc date, bill date, billing date, transaction date, txn date, invoice dt |
 | currency | ISO 4217 code; symbols accepted | currency, currency code, ccy, cur, curr |
 | status | free text | status, state, payment status |
 | line_no | line number (else row order) | line, line no, line number, pos, position |
@@ -104,7 +104,8 @@ _SYNONYM_TABLE: dict[str, str] = {
     "counterparty_id": "counterparty id",
     "customer": "customer|customer name|buyer|bill to|billed to|sold to|client",
     "customer_id": "customer id|customer no|customer number|buyer id|client id",
-    "issued_on": "date|issued on|issue date|issued|invoice date|order date|document date|date issued",
+    "issued_on": "date|issued on|issue date|issued|invoice date|order date|document date|date issued|"
+                 "posting date|doc date|bill date|billing date|transaction date|txn date|invoice dt",
     "currency": "currency|currency code|ccy|cur|curr",
     "status": "status|state|payment status",
     "line_no": "line|line no|line number|pos|position",
@@ -364,9 +365,13 @@ def resolve_currency(columns: Sequence[str], tokens: Sequence[str]) -> str | Non
 # ---- tables ----------------------------------------------------------------------------------
 
 
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+
+
 def normalize_header(text: str) -> str:
-    """`"Invoice No."` → `"invoice no"`, `"unit_price"` → `"unit price"`."""
-    return " ".join(re.sub(r"[^\w]+|_", " ", text.casefold()).split())
+    """`"Invoice No."` → `"invoice no"`, `"unit_price"` → `"unit price"`, and JSON-style keys
+    split at case changes: `"orderNumber"` → `"order number"`, `"PONumber"` → `"po number"`."""
+    return " ".join(re.sub(r"[^\w]+|_", " ", _CAMEL.sub(" ", text).casefold()).split())
 
 
 @dataclass(frozen=True)

@@ -61,11 +61,15 @@ def _metric_text(result: Mapping[str, Any]) -> str | None:
         for code, info in sorted((result.get("prices") or {}).items()):
             if not isinstance(info, Mapping):
                 continue
-            if info.get("invoice_unit_price"):
-                parts.append(f"{code}: {info['invoice_unit_price']} {info.get('currency', '')}".rstrip()
-                             + f" on invoice {info.get('invoice')} of {info.get('issued_on')}")
-            elif info.get("catalog_unit_price"):
-                parts.append(f"{code}: agreed price {info['catalog_unit_price']} {info.get('currency', '')}".rstrip())
+            if info.get("source") == "catalog" and info.get("catalog_unit_price"):
+                supplier = f" from {info['supplier']}" if info.get("supplier") else ""
+                parts.append(f"{code}: {info['catalog_unit_price']} {info.get('currency') or ''}".rstrip()
+                             + f" (catalog price{supplier}: price list or agreement schedule)")
+            elif info.get("invoice_unit_price"):
+                catalog = (f"; the catalog lists {info['catalog_unit_price']}" if info.get("catalog_unit_price")
+                           and info["catalog_unit_price"] != info["invoice_unit_price"] else "")
+                parts.append(f"{code}: {info['invoice_unit_price']} {info.get('currency') or ''}".rstrip()
+                             + f" on invoice {info.get('invoice')} of {info.get('issued_on')}{catalog}")
         return ("Unit price " + "; ".join(parts) + ".") if parts else "No matching data: no price found for that date."
     return None
 
@@ -83,12 +87,13 @@ _RELATION_PHRASES = {
 
 
 def compose(question: str, plan: Plan, execution: Execution) -> tuple[str, dict[str, Any]]:
-    """(answer text, typed result) from the executed steps, in plan order."""
+    """(answer text, typed result) from the executed steps, in plan order. Fallback text steps
+    (`fallback_*`, see `planner.fallback_plan`) are left to `fallback_quote`."""
     sentences: list[str] = []
     result: dict[str, Any] = {}
     for step in plan.steps:
         res = execution.results.get(step.id)
-        if res is None:
+        if res is None or step.id.startswith(FALLBACK_PREFIX):
             continue
         if step.operator == "metric_query":
             text = _metric_text(res.result)
@@ -119,6 +124,100 @@ def compose(question: str, plan: Plan, execution: Execution) -> tuple[str, dict[
     return " ".join(sentences), result
 
 
+FALLBACK_PREFIX = "fallback_"
+_CELL_BREAK = re.compile(r"[\s,;|\t]")
+
+
+def _term_pattern(term: str) -> re.Pattern[str] | None:
+    parts = [p for p in re.split(r"[\W_]+", term) if p]
+    if not parts:
+        return None
+    return re.compile(r"(?<![^\W_])" + r"[\W_]{0,3}".join(map(re.escape, parts)) + r"(?![^\W_])", re.IGNORECASE)
+
+
+def _units(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each quotable unit of `text`: a table row (a line with cell separators) as
+    it is, any other line split into sentences and `;` clauses, so a quote names one fact."""
+    out: list[tuple[int, int]] = []
+    for line in re.finditer(r"[^\n]+", text):
+        body = line.group(0)
+        if "|" in body or "\t" in body or body.count(",") >= 3 and not re.search(r"[.!?;]\s", body):
+            out.append((line.start(), line.end()))
+            continue
+        start = line.start()
+        for stop in re.finditer(r"(?<=[.!?;])\s+", body):
+            out.append((start, line.start() + stop.start()))
+            start = line.start() + stop.end()
+        out.append((start, line.end()))
+    return [(s, e) for s, e in out if text[s:e].strip()]
+
+
+def _quote(text: str, start: int, end: int, first: int, limit: int = _SNIPPET) -> str:
+    """`text[start:end]`, cut to `limit` characters from `first` (the first matched term) at a
+    cell or word break, so no number is ever cut in two. A table row under a header line with
+    the same cells is quoted as `header: value` pairs (empty cells left out)."""
+    line = text[start:end].strip()
+    head = text[:text.find("\n")].strip() if "\n" in text else ""
+    for sep in ("|", "\t", ";", ","):
+        if start > 0 and sep in head and head.count(sep) == line.count(sep):
+            pairs = [f"{h.strip()}: {v.strip()}" for h, v in zip(head.split(sep), line.split(sep), strict=True)
+                     if v.strip()]
+            return " ".join("; ".join(pairs).split())
+    if len(line) <= limit:
+        return " ".join(line.split())
+    lo = max(0, first - start - limit // 3)
+    hi = min(len(line), lo + limit)
+    while lo > 0 and lo < len(line) and not _CELL_BREAK.match(line[lo - 1]):
+        lo += 1
+    while hi < len(line) and hi > lo and not _CELL_BREAK.match(line[hi]):
+        hi -= 1
+    return ("…" if lo > 0 else "") + " ".join(line[lo:hi].split()) + ("…" if hi < len(line) else "")
+
+
+def fallback_quote(plan: Plan, execution: Execution, terms: Sequence[str], empty: Sequence[str], *,
+                   documents: set[str], topic: str = "") -> tuple[str, dict[str, Any]] | None:
+    """When structured steps (`empty`) found no data: the line or sentence of a fallback hit
+    (exact hits first, then hybrid) that names the most anchor `terms` (each worth two topic
+    words), then the most words of `topic`, quoted, with the reason that any number in it was
+    read from text, not computed from records. A line must name an anchor (or, without anchors,
+    two topic words). None when no line qualifies: a passage about something else would only look
+    like an answer. Only hits of `documents` (those that passed the final check) count."""
+    patterns = [(t, p) for t in terms if (p := _term_pattern(t)) is not None]
+    words = [p for w in dict.fromkeys(re.findall(r"[^\W_]+", topic.casefold()))
+             if len(w) > 1 or w.isdigit()
+             if (p := _term_pattern(w)) is not None]
+    best: tuple[float, int, Any, int, int, int, str] | None = None
+    order = 0
+    for step in plan.steps:
+        res = execution.results.get(step.id)
+        if res is None or not step.id.startswith(FALLBACK_PREFIX):
+            continue
+        for hit in res.hits:
+            if hit.document_id not in documents:
+                continue
+            for start, end in _units(hit.text):
+                unit = hit.text[start:end]
+                named = [(t, m) for t, p in patterns if (m := p.search(unit))]
+                covered = [m for p in words if (m := p.search(unit))]
+                if not named and (patterns or len(covered) < 2):
+                    continue
+                score = 2 * len(named) + len(covered)
+                order += 1
+                first = min(m.start() for m in [*(m for _, m in named), *covered])
+                anchor = named[0][0] if named else ""
+                if best is None or score > best[0]:
+                    best = (score, order, hit, start, end, start + first, anchor)
+    if best is None:
+        return None
+    _, _, hit, start, end, first, anchor = best
+    quote = _quote(hit.text, start, end, first)
+    reason = (f"{_join(list(empty))}: no data in the records; the answer quotes the text of "
+              f"{hit.document_id}, so any number in it was read from text, not computed from records")
+    text = f"From the text of {hit.document_id} (not computed from records): \u201c{quote}\u201d"
+    return text, {"reason": reason, "document": hit.document_id, "chunk": hit.chunk_id, "anchor": anchor,
+                  "quote": quote}
+
+
 def _snippet(text: str, limit: int = _SNIPPET) -> str:
     """`text` with whitespace collapsed, cut to `limit` characters at a space (never inside a word
     or a number: a cut "3321.25" read as "3321.2" failed the number check) and ending in "…"."""
@@ -146,8 +245,10 @@ def _allowed_numbers(value: Any) -> set[str]:
 
 
 def check_numbers(answer: str, result: Mapping[str, Any], evidence: Sequence[Evidence]) -> list[str]:
-    """Decimals in `answer` that are not a tool result or quoted evidence text (should be none)."""
-    allowed = _allowed_numbers(result)
+    """Decimals in `answer` that are not a tool result or quoted evidence text (should be none).
+    A fallback quote (`result["fallback"]`) is not a tool result: its numbers must be in the
+    evidence text it was read from."""
+    allowed = _allowed_numbers({k: v for k, v in result.items() if k != "fallback"})
     for ev in evidence:
         if ev.text:
             allowed.update(_NUMBER.findall(ev.text))
@@ -171,6 +272,10 @@ def status_for(answer: str, evidence: Sequence[Evidence], gaps: Sequence[Gap], r
     return "partial" if gaps else "answered"
 
 
+def _name_key(name: str) -> str:
+    return " ".join(re.sub(r"[\W_]+", " ", name.lower()).split())
+
+
 def coverage_gaps(plan: Plan, execution: Execution) -> list[Gap]:
     """Suppliers a metric was scoped to (by an earlier graph step) that have no matching lines.
 
@@ -190,8 +295,8 @@ def coverage_gaps(plan: Plan, execution: Execution) -> list[Gap]:
         if any(g.kind == "capped" for g in res.gaps):
             continue
         expected = execution.results[match.group(1)].outputs.get("names", ())
-        seen = {str(ev.claims.get("supplier") or "").casefold() for ev in res.evidence if ev.kind == "record"}
-        missing = [name for name in expected if name.casefold() not in seen]
+        seen = {_name_key(str(ev.claims.get("supplier") or "")) for ev in res.evidence if ev.kind == "record"}
+        missing = [name for name in expected if _name_key(name) not in seen]
         if missing:
             gaps.append(Gap(step=step.id, kind="missing_data",
                             detail=f"no matching {step.params.metric.replace('_', ' ')} lines for: {_join(missing)}"))

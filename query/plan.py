@@ -122,6 +122,8 @@ class MetricParams(_Params):
     on: date | None = None
     currency: str | None = Field(None, pattern=r"^[A-Z]{3}$")
     statuses: tuple[Annotated[str, Field(min_length=1, max_length=40)], ...] | None = None
+    price_source: Literal["invoice", "catalog"] | None = None
+    """unit_price_on only: the price the question names (invoice lines or catalog items)."""
 
 
 class MetricQueryParams(_Params):

@@ -12,7 +12,12 @@ Guarantees:
   templates, scoped by time when the question gives a period; mixed questions get a DAG whose
   later steps read earlier steps' ids.
 - A question it cannot map to any operator gets a `PlanningGap` (the service answers
-  `no_answer` with the reason) rather than a guessed plan.
+  `no_answer` with the reason, or a quoted passage via `fallback_plan`) rather than a guessed plan.
+- Prices: a unit price of a known product is a `unit_price_on` metric whatever the intent;
+  `price_source` records the price the question names (catalog or invoice), never a guess.
+- `fallback_plan` is the text routes (exact identifier lookup, then hybrid search) for the
+  question's anchors (`anchor_terms`); `empty_structured_steps` says which structured steps found
+  no data (failures and timeouts are not "no data").
 """
 
 from __future__ import annotations
@@ -21,15 +26,22 @@ import re
 from datetime import date
 from typing import Any
 
+from manifold.ingest.identifiers import identifier_kind, normalize_identifier
 from manifold.query.plan import Plan, validate_plan
 
 _APPROVED = re.compile(r"\bapproved\b|\bvendors?\b|\bsuppliers? of\b", re.I)
 _AT_RISK = re.compile(r"\b(at risk|exposure|exposed|revenue)\b", re.I)
-_UNIT_PRICE = re.compile(r"\bunit price\b|\bprice of\b|\bcost per unit\b|\bhow much (?:does|did) .* cost\b", re.I)
+_UNIT_PRICE = re.compile(r"\bunit (?:price|cost)\b|\bprice of\b|\b(?:cost|priced?|invoiced|charged|billed) (?:at )?per unit\b"
+                         r"|\bhow much (?:does|did) .* cost\b|\b(?:list|catalog(?:ue)?|agreed|contract) price\b", re.I)
 _PRODUCTS = re.compile(r"\bproducts?\b|\bitems?\b|\bskus?\b|\bsupplies\b|\bsupply\b|\bsell\b", re.I)
 _SUPPLIERS = re.compile(r"\bsuppliers?\b|\bvendors?\b|\bwho supplies\b|\bwho sells\b", re.I)
+_ASKS_SUPPLIERS = re.compile(r"\b(?:which|what|list(?: the)?|name(?: the)?)\s+(?:suppliers|vendors|supplier|vendor)\b"
+                            r"|\bwho\s+(?:supplies|sells|provides|delivers)\b", re.I)
 _ORDERS = re.compile(r"\borders?\b", re.I)
 _GROUP = re.compile(r"\bgroup\b|\bcategory\b", re.I)
+_CATALOG_SOURCE = re.compile(r"\bprice\s*lists?\b|\bcatalog(?:ue)?s?\b|\bagree(?:d|ment)s?\b|\bcontract(?:ed|s)?\b"
+                             r"|\bschedules?\b|\blist price\b|\bquoted?\b|\btariffs?\b", re.I)
+_INVOICE_SOURCE = re.compile(r"\binvoice[ds]?\b|\bbilled\b|\bpaid\b|\bcharged\b", re.I)
 _NOTICE = re.compile(r"\bnotice\b|\bannouncement\b|\bdelay(?:ed)?\b", re.I)
 
 
@@ -39,6 +51,26 @@ class PlanningGap(ValueError):
 
 def _anchor_ids(route: Any, kind: str) -> list[Any]:
     return [a.resolved for a in route.anchors if a.kind == kind and a.resolved is not None]
+
+
+def _code(product: Any) -> str:
+    """A product's code as written (its display name) when its key is not an identifier: keys
+    of other codes are normalised names (`hx 2210`), the metric compares codes without
+    punctuation either way, and the name reads better in the answer."""
+    return product.key if normalize_identifier(product.key) == product.key else (product.name or product.key)
+
+
+def _names(entries: list[Any]) -> list[str]:
+    """Every spelling of the resolved entities (display name and aliases seen in documents): an
+    invoice may write `Beta Ltd.` where the catalog shows `Beta Limited`."""
+    return list(dict.fromkeys(n for e in entries for n in (e.name, *e.aliases) if n))
+
+
+def price_source(question: str) -> str | None:
+    """The price the question names: `catalog` (price list, agreement, contract, schedule, quote),
+    `invoice` (invoiced, billed, paid), or None when it names neither or both."""
+    catalog, invoice = bool(_CATALOG_SOURCE.search(question)), bool(_INVOICE_SOURCE.search(question))
+    return "catalog" if catalog and not invoice else "invoice" if invoice and not catalog else None
 
 
 def _intent(route: Any, name: str) -> float:
@@ -59,13 +91,17 @@ def compile_plan(route: Any, question: str, *, as_of: date) -> Plan:
     products = _anchor_ids(route, "product")
     groups = _anchor_ids(route, "product_group")
     identifiers = list(route.identifiers)
-    product_codes = sorted({p.key for p in products} | {i for i in identifiers if i.startswith("PRD-")})
+    product_codes = sorted({_code(p) for p in products}
+                           | {i for i in identifiers if identifier_kind(i) == "product"})
     aggregate = _intent(route, "aggregate") >= 0.5
     relationship = _intent(route, "relationship") >= 0.5
     text_route = max(_intent(route, "semantic"), _intent(route, "lexical")) >= 0.5
     exact = _intent(route, "exact_lookup") >= 0.5 and bool(identifiers)
 
-    if aggregate:
+    # a unit price of a known product is a price question whatever else the wording suggests
+    priced = bool(_UNIT_PRICE.search(question)) and bool(product_codes) and not relationship
+    if aggregate or priced:
+        aggregate = True
         steps.extend(_aggregate_steps(route, question, as_of, companies, suppliers, groups,
                                       product_codes, identifiers))
     elif relationship:
@@ -92,15 +128,21 @@ def _aggregate_steps(route: Any, question: str, as_of: date, companies: list[Any
         if not product_codes:
             raise PlanningGap("a unit price needs a product (code or name)")
         on = route.time.start if route.time is not None else as_of
-        return [{"id": "price", "operator": "metric_query",
-                 "params": {"metric": "unit_price_on", "where": {"product_codes": product_codes,
-                                                                 "on": on.isoformat()}}}]
+        where: dict[str, Any] = {"product_codes": product_codes, "on": on.isoformat()}
+        source = price_source(question)
+        if source:
+            where["price_source"] = source
+        if suppliers:
+            where["supplier_names"] = _names(suppliers)
+        if route.currency:
+            where["currency"] = route.currency
+        return [{"id": "price", "operator": "metric_query", "params": {"metric": "unit_price_on", "where": where}}]
     if _AT_RISK.search(question) or (_ORDERS.search(question) and "delayed" in route.statuses):
         steps: list[dict[str, Any]] = []
         where: dict[str, Any] = {"statuses": list(route.statuses) or ["delayed"]}
         orders = [i for i in identifiers if i.startswith(("PO-", "ORD-"))]
         if suppliers:
-            where["supplier_names"] = [s.name for s in suppliers]
+            where["supplier_names"] = _names(suppliers)
         elif orders:
             where["order_numbers"] = orders
         elif _NOTICE.search(question):
@@ -126,9 +168,9 @@ def _aggregate_steps(route: Any, question: str, as_of: date, companies: list[Any
                                  "direction": "out", "max_hops": 1, **valid}})
         where["supplier_names"] = "$vendors.names"
     elif suppliers:
-        where["supplier_names"] = [s.name for s in suppliers]
+        where["supplier_names"] = _names(suppliers)
     if companies:
-        where["company_names"] = [c.name for c in companies]
+        where["company_names"] = _names(companies)
     if groups and not product_codes:
         steps.append({"id": "group_products", "operator": "graph_expand",
                       "params": {"from_ids": [g.entity_id for g in groups], "relation": ["BELONGS_TO", "PART_OF"],
@@ -157,6 +199,12 @@ def _relationship_steps(route: Any, question: str, companies: list[Any], supplie
                           "params": {"from_ids": "$vendors.ids", "relation": "SUPPLIES", "direction": "out",
                                      "max_hops": 1}})
         return steps
+    if products and _ASKS_SUPPLIERS.search(question):
+        # "which suppliers supply HX-2210": the suppliers are asked for, so a supplier-like word
+        # in the question ("supply" close to "Office Supply Ltd") is not the anchor
+        return [{"id": "suppliers", "operator": "graph_expand",
+                 "params": {"from_ids": [p.entity_id for p in products], "relation": "SUPPLIES",
+                            "direction": "in", "max_hops": 1, **valid}}]
     if suppliers:
         if _ORDERS.search(question):
             return [{"id": "orders", "operator": "graph_expand",
@@ -187,3 +235,65 @@ def _relationship_steps(route: Any, question: str, companies: list[Any], supplie
 
 def _strip_supplier_words(question: str) -> str:
     return re.sub(r"\bsupplier\s+\w+", "", question, flags=re.I)
+
+
+_STRUCTURED = ("metric_query", "graph_expand", "resolve_entity")
+
+
+def empty_structured_steps(plan: Plan, execution: Any) -> list[str]:
+    """Structured steps (metric, graph, lookup) that returned no data: a metric with
+    `no_matching_data`, a graph expansion with no names, or a step skipped because the step it
+    joins on found nothing. A failed or timed-out step is not "no data" (it stays a failure gap)."""
+    empty = []
+    for step in plan.steps:
+        if step.operator not in _STRUCTURED:
+            continue
+        res = execution.results.get(step.id)
+        if res is None:
+            if any(g.step == step.id and g.kind == "missing_data" for g in execution.gaps):
+                empty.append(step.id)
+        elif step.operator == "metric_query" and res.result.get("no_matching_data"):
+            empty.append(step.id)
+        elif step.operator == "graph_expand" and not res.outputs.get("names"):
+            empty.append(step.id)
+    return empty
+
+
+_CODE_TOKEN = re.compile(r"(?<![\w-])(?=[\w./-]*\d)(?=[\w./-]*[^\W\d_])\w[\w./-]*\w(?![\w-])")
+
+
+def anchor_terms(route: Any, question: str = "") -> list[str]:
+    """The anchors of a question as text: identifiers, then resolved anchors' names (codes as
+    written), then the mentions of unresolved ones, then code-like words of the question (letters
+    and digits, such as `QX-77`) that no catalog entry knows."""
+    terms: list[str] = list(route.identifiers) if route is not None else []
+    for anchor in getattr(route, "anchors", ()):
+        name = anchor.resolved.name if anchor.resolved is not None else anchor.text
+        if name and name not in terms:
+            terms.append(name)
+    for match in _CODE_TOKEN.finditer(question):
+        token = match.group(0).rstrip(".")
+        if not any(token.casefold() in t.casefold() for t in terms):
+            terms.append(token)
+    return terms
+
+
+def fallback_plan(route: Any, question: str) -> Plan | None:
+    """The text routes for the question's anchors, for when a structured step found no data:
+    an exact identifier lookup (when the question has identifiers), then a hybrid search for the
+    anchors and the topic with the identifiers as its exact branch. None when there is nothing to
+    search for."""
+    identifiers = list(route.identifiers) if route is not None else []
+    terms = anchor_terms(route, question)
+    topic = (route.topic if route is not None else None) or ""
+    query = " ".join(dict.fromkeys([*terms, topic])).strip() or question.strip()
+    if not query:
+        return None
+    steps: list[dict[str, Any]] = []
+    if identifiers:
+        steps.append({"id": "fallback_exact", "operator": "exact_lookup",
+                      "params": {"identifiers": identifiers, "limit": 10}})
+    steps.append({"id": "fallback_text", "operator": "hybrid_search",
+                  "params": {"query": query[:1000], "limit": 5, "query_class": "lexical" if terms else "semantic",
+                             **({"identifiers": identifiers} if identifiers else {})}})
+    return validate_plan({"steps": steps, "join": {"keys": ["ids", "keys", "names"], "missing": "report_gap"}})

@@ -11,6 +11,11 @@ Guarantees (DESIGN.md §3.5, §5; seed 002 "The turn pipeline"):
   question with the chosen entity and cannot be replayed by another tenant.
 - Final check: every evidence item must belong to the principal's tenant and to a version that
   is active in the manifest right now; anything else is dropped and the drop is in the trace.
+- Fallback: when a structured step (metric, graph, lookup) found no data, or no structured plan
+  could be made, the text routes for the same anchors run within the same deadline and the
+  answer quotes a cited line that names an anchor, `partial`, with a gap saying the number was
+  read from text, not computed from records; the number check covers the quote (its numbers must
+  be in the cited chunk's text).
 - `answer` never raises: store outages become gaps (`partial`), bugs become `error` replies.
 """
 
@@ -25,7 +30,7 @@ from typing import Any, Protocol
 from manifold.query import assemble
 from manifold.query.engine import Engine, Execution
 from manifold.query.plan import Plan, PlanError, validate_plan
-from manifold.query.planner import PlanningGap, compile_plan
+from manifold.query.planner import PlanningGap, anchor_terms, compile_plan, empty_structured_steps, fallback_plan
 from manifold.query.types import (
     CatalogEntry,
     Clarification,
@@ -134,14 +139,58 @@ class QueryService:
             try:
                 plan = compile_plan(route, question, as_of=as_of)
             except PlanningGap as exc:
+                reply = self._text_only(request, principal, started, policy, route, question, deadline, str(exc))
+                if reply is not None:
+                    return reply
                 return self._reply(request, started, policy, status="no_answer", route=route,
                                    answer=f"No answer: {exc}.",
                                    gaps=[Gap(kind="missing_data", detail=str(exc))])
             policy.append("plan: routed, validated")
         execution = self._engine.execute(plan, tenant_id=principal.tenant_id, deadline=deadline)
         execution.gaps.extend(assemble.coverage_gaps(plan, execution))
+        empty = empty_structured_steps(plan, execution) if route is not None else []
+        fallback = fallback_plan(route, question) if empty else None
+        if fallback is not None:
+            policy.append(f"fallback: text routes for the anchors ({', '.join(empty)} found no data)")
+            plan, execution = _merge(plan, execution, fallback,
+                                     self._engine.execute(fallback, tenant_id=principal.tenant_id, deadline=deadline))
         evidence = self._final_check(execution, principal, policy)
         answer, result = assemble.compose(question, plan, execution)
+        if fallback is not None:
+            answer, result = self._quoted(plan, execution, route, question, empty, answer, result, evidence)
+        return self._checked(request, started, policy, route, plan, execution, answer, result, evidence)
+
+    def _text_only(self, request: QueryRequest, principal: Principal, started: float, policy: list[str],
+                   route: Any, question: str, deadline: float, why: str) -> QueryReply | None:
+        """No structured plan could be made (`why`): the text routes for the anchors, answered
+        `partial` from a passage that names an anchor; None when no passage does."""
+        plan = fallback_plan(route, question) if anchor_terms(route, question) else None
+        if plan is None:
+            return None
+        execution = self._engine.execute(plan, tenant_id=principal.tenant_id, deadline=deadline)
+        evidence = self._final_check(execution, principal, policy)
+        answer, result = self._quoted(plan, execution, route, question, [why], "", {}, evidence)
+        if not result.get("fallback") or not evidence:
+            return None
+        policy.append("fallback: text routes for the anchors (no structured plan)")
+        return self._checked(request, started, policy, route, plan, execution, answer, result, evidence)
+
+    @staticmethod
+    def _quoted(plan: Plan, execution: Execution, route: Any, question: str, empty: Sequence[str], answer: str,
+                result: dict[str, Any], evidence: Sequence[Evidence]) -> tuple[str, dict[str, Any]]:
+        """`answer` plus the fallback passage that names an anchor (from a chunk that passed the
+        final check), and the gap saying so."""
+        quoted = assemble.fallback_quote(plan, execution, anchor_terms(route, question), empty,
+                                         documents={ev.document_id for ev in evidence if ev.document_id},
+                                         topic=(route.topic or "") if route is not None else "")
+        if quoted is None:
+            return answer, result
+        text, info = quoted
+        execution.gaps.append(Gap(step="fallback_text", kind="missing_data", detail=info["reason"]))
+        return (f"{answer} {text}".strip(), {**result, "fallback": info})
+
+    def _checked(self, request: QueryRequest, started: float, policy: list[str], route: Any, plan: Plan,
+                 execution: Execution, answer: str, result: dict[str, Any], evidence: list[Evidence]) -> QueryReply:
         wrong = assemble.check_numbers(answer, result, evidence)
         if wrong:
             policy.append(f"number check: failed for {', '.join(wrong)}")
@@ -208,6 +257,14 @@ class QueryService:
                           result=result or {}, evidence=tuple(evidence), gaps=tuple(all_gaps),
                           clarification=clarification,
                           plan=plan.model_dump(mode="json") if plan else None, trace=trace, error=error)
+
+
+def _merge(plan: Plan, execution: Execution, fallback: Plan, extra: Execution) -> tuple[Plan, Execution]:
+    """One plan and one execution: the structured steps, then the fallback's text steps."""
+    merged = Plan.model_construct(steps=(*plan.steps, *fallback.steps), join=plan.join)
+    out = Execution(results={**execution.results, **extra.results}, steps=[*execution.steps, *extra.steps],
+                    gaps=[*execution.gaps, *extra.gaps])
+    return merged, out
 
 
 def _entities(route: Any) -> dict[str, Any]:

@@ -459,11 +459,11 @@ def _status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result, indent=2, default=str))
         return 0
-    print(f"{'tenant':<20}{'document':<40}{'active':>7}  {'state':<9}{'pg':>6}{'es':>6}{'neo4j':>7}")
+    print(f"{'tenant':<20}{'document':<40}{'active':>7}  {'state':<9}{'pg':>6}{'es':>6}{'neo4j':>7}{'review':>8}")
     for d in result["documents"]:
         c = d["counts"]
         print(f"{d['tenant_id']:<20}{d['document_id'][:39]:<40}{d['active_version'] or '-'!s:>7}  {d['state']:<9}"
-              f"{c['postgres']:>6}{c['elasticsearch']:>6}{c['neo4j']:>7}")
+              f"{c['postgres']:>6}{c['elasticsearch']:>6}{c['neo4j']:>7}{d.get('review_items', 0):>8}")
     _print_in_flight(result.get("in_flight", []))
     return 0
 
@@ -668,10 +668,11 @@ def _eval(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     steps = {"golden": ["eval_golden.py", *(["--reuse", args.reuse] if args.reuse else [])],
-             "scifact": ["eval_scifact.py", "all"], "report": ["report.py"]}
+             "scifact": ["eval_scifact.py", "all"], "unseen": ["eval_unseen.py", "--held-out"],
+             "report": ["report.py"]}
     # SciFact first: its ingestion drains any SciFact backlog on the topics, which the golden set's
     # fresh ingestion would otherwise queue behind.
-    chosen = ["scifact", "golden", "report"] if args.what == "all" else [args.what]
+    chosen = ["scifact", "golden", "unseen", "report"] if args.what == "all" else [args.what]
     for name in chosen:
         code = subprocess.call([sys.executable, str(bench / steps[name][0]), *steps[name][1:]])
         if code != 0:
@@ -928,12 +929,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     evaluate = sub.add_parser(
         "eval",
-        help="run the evaluations under bench/ (golden set, BEIR SciFact) and regenerate BENCHMARKS.md",
+        help="run the evaluations under bench/ (golden set, BEIR SciFact, unseen worlds) and regenerate BENCHMARKS.md",
         description="golden: the labelled golden set through the real query service (bench/eval_golden.py); "
-        "scifact: ingest BEIR SciFact through the pipeline and score it (bench/eval_scifact.py); report: "
+        "scifact: ingest BEIR SciFact through the pipeline and score it (bench/eval_scifact.py); unseen: "
+        "generated procurement worlds of the held-out seeds, embedded profile (bench/eval_unseen.py); report: "
         "BENCHMARKS.md from bench/results/*.json. Needs the stack up and migrated.",
     )
-    evaluate.add_argument("what", nargs="?", default="all", choices=["all", "golden", "scifact", "report"])
+    evaluate.add_argument("what", nargs="?", default="all", choices=["all", "golden", "scifact", "unseen", "report"])
     evaluate.add_argument("--reuse", metavar="NORTHSTAR,SOUTHWIND",
                           help="golden: tenants that already hold the sample world (default: ingest fresh ones)")
     evaluate.set_defaults(run=_eval)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -53,6 +54,7 @@ EVIDENCE_CAP = 200
 """At most this many record-line evidence items per metric result."""
 
 RECOGNISED_SPEND_STATUSES = ("posted", "paid")
+_NON_ALNUM = re.compile(r"[\W_]+")
 AT_RISK_ORDER_STATUSES = ("delayed",)
 
 
@@ -73,14 +75,14 @@ WITH candidate AS (
       AND r.status = ANY(%(statuses)s::text[])
       AND (%(start)s::date IS NULL OR r.issued_on >= %(start)s::date)
       AND (%(end)s::date IS NULL OR r.issued_on < %(end)s::date)
-      AND (%(suppliers)s::text[] IS NULL OR lower(r.counterparty_name) = ANY(%(suppliers)s::text[]))
+      AND (%(suppliers)s::text[] IS NULL OR btrim(regexp_replace(lower(r.counterparty_name), '[^[:alnum:]]+', ' ', 'g')) = ANY(%(suppliers)s::text[]))
       AND (%(companies)s::text[] IS NULL
-           OR lower(r.attributes->>'customer_name') = ANY(%(companies)s::text[]))
+           OR btrim(regexp_replace(lower(r.attributes->>'customer_name'), '[^[:alnum:]]+', ' ', 'g')) = ANY(%(companies)s::text[]))
       AND (%(numbers)s::text[] IS NULL OR upper(r.number) = ANY(%(numbers)s::text[]))
       AND EXISTS (
           SELECT 1 FROM serving_record_lines x
           WHERE x.tenant_id = %(tenant)s AND x.record_id = r.record_id
-            AND (%(products)s::text[] IS NULL OR upper(x.product_code) = ANY(%(products)s::text[])))
+            AND (%(products)s::text[] IS NULL OR regexp_replace(upper(x.product_code), '[^[:alnum:]]+', '', 'g') = ANY(%(products)s::text[])))
 ),
 kept AS (
     SELECT DISTINCT ON (c.record_type, upper(c.number), lower(coalesce(c.counterparty_name, '')))
@@ -95,7 +97,7 @@ matched AS (
            CASE WHEN k.record_type = 'credit_note' THEN -l.amount ELSE l.amount END AS signed_amount
     FROM kept k
     JOIN serving_record_lines l ON l.tenant_id = %(tenant)s AND l.record_id = k.record_id
-    WHERE (%(products)s::text[] IS NULL OR upper(l.product_code) = ANY(%(products)s::text[]))
+    WHERE (%(products)s::text[] IS NULL OR regexp_replace(upper(l.product_code), '[^[:alnum:]]+', '', 'g') = ANY(%(products)s::text[]))
 )
 """
 
@@ -123,7 +125,8 @@ LIMIT %(evidence_limit)s
 """
 
 _INVOICE_PRICE_SQL = """
-SELECT DISTINCT ON (upper(l.product_code), r.currency)
+SELECT DISTINCT ON (regexp_replace(upper(l.product_code), '[^[:alnum:]]+', '', 'g'), r.currency)
+       regexp_replace(upper(l.product_code), '[^[:alnum:]]+', '', 'g') AS product_key,
        upper(l.product_code) AS product_code, r.currency, l.unit_price, l.line_no, l.quantity,
        l.amount, r.record_id, r.document_id, r.version, r.record_type, r.number, r.issued_on,
        r.status, r.counterparty_name
@@ -133,24 +136,28 @@ WHERE r.tenant_id = %(tenant)s
   AND r.record_type = 'invoice'
   AND r.status = ANY(%(statuses)s::text[])
   AND r.issued_on <= %(on)s::date
-  AND upper(l.product_code) = ANY(%(products)s::text[])
+  AND regexp_replace(upper(l.product_code), '[^[:alnum:]]+', '', 'g') = ANY(%(products)s::text[])
   AND (%(currency)s::text IS NULL OR r.currency = %(currency)s::text)
-  AND (%(suppliers)s::text[] IS NULL OR lower(r.counterparty_name) = ANY(%(suppliers)s::text[]))
+  AND (%(suppliers)s::text[] IS NULL OR btrim(regexp_replace(lower(r.counterparty_name), '[^[:alnum:]]+', ' ', 'g')) = ANY(%(suppliers)s::text[]))
   AND (%(companies)s::text[] IS NULL
-       OR lower(r.attributes->>'customer_name') = ANY(%(companies)s::text[]))
-ORDER BY upper(l.product_code), r.currency, r.issued_on DESC, r.record_id, l.line_no
+       OR btrim(regexp_replace(lower(r.attributes->>'customer_name'), '[^[:alnum:]]+', ' ', 'g')) = ANY(%(companies)s::text[]))
+ORDER BY regexp_replace(upper(l.product_code), '[^[:alnum:]]+', '', 'g'), r.currency, r.issued_on DESC,
+         r.record_id, l.line_no
 """
 
 _CATALOG_PRICE_SQL = """
-SELECT upper(r.number) AS product_code, r.currency, r.attributes->>'unit_price' AS unit_price,
-       r.record_id, r.document_id, r.version
+SELECT regexp_replace(upper(r.number), '[^[:alnum:]]+', '', 'g') AS product_key,
+       upper(r.number) AS product_code, r.currency, r.attributes->>'unit_price' AS unit_price,
+       r.attributes->>'valid_from' AS valid_from, r.attributes->>'valid_to' AS valid_to,
+       r.counterparty_name, r.record_id, r.document_id, r.version
 FROM serving_records r
 WHERE r.tenant_id = %(tenant)s
   AND r.record_type = 'catalog_item'
-  AND upper(r.number) = ANY(%(products)s::text[])
+  AND regexp_replace(upper(r.number), '[^[:alnum:]]+', '', 'g') = ANY(%(products)s::text[])
   AND r.attributes->>'unit_price' IS NOT NULL
   AND (%(currency)s::text IS NULL OR r.currency = %(currency)s::text)
-ORDER BY upper(r.number), r.currency, r.record_id
+  AND (%(suppliers)s::text[] IS NULL OR btrim(regexp_replace(lower(r.counterparty_name), '[^[:alnum:]]+', ' ', 'g')) = ANY(%(suppliers)s::text[]))
+ORDER BY 1, r.currency, r.record_id
 """
 
 _DUPLICATE_RULE = (
@@ -181,8 +188,12 @@ UNIT_PRICE_DEFINITION = (
     "Invoice unit price on a date = the unit price on the line for the product of the latest "
     "invoice (status posted or paid unless statuses are given; issued on or before the date; "
     "active document versions only) per product and currency; ties on the issue date break by the "
-    "lowest record_id, then line number. Catalog unit price = attributes.unit_price of catalog "
-    "items for the product (from agreements); their validity period is not checked here."
+    "lowest record_id, then line number. Catalog unit price = attributes.unit_price of the catalog "
+    "items (price lists, agreement schedules) for the product that are valid on the date (no "
+    "valid_from after it, no valid_to before it); several different catalog prices in one "
+    "currency give none. Product codes compare upper-cased with punctuation and spaces removed. "
+    "The source the question names (price_source) is used; otherwise the invoice price, else the "
+    "catalog price. `sources` says which was used."
 )
 
 
@@ -190,12 +201,20 @@ UNIT_PRICE_DEFINITION = (
 # binders: MetricParams -> typed psycopg parameters
 
 
+def name_key(name: str) -> str:
+    """How supplier and company names compare: lower-cased, every run of non-alphanumerics one
+    space, trimmed, so `Valebrook Bearings Inc.` (an invoice) and `Valebrook Bearings Inc` (a
+    sentence) are one name. The SQL applies the same rule
+    (`btrim(regexp_replace(lower(name), '[^[:alnum:]]+', ' ', 'g'))`)."""
+    return " ".join(_NON_ALNUM.sub(" ", name.lower()).split())
+
+
 def _lower_names(values: Sequence[str] | str | None) -> list[str] | None:
     if values is None:
         return None
     if isinstance(values, str):
         raise ValueError(f"unresolved reference {values!r}: the engine must resolve it before the metric runs")
-    return [" ".join(v.split()).lower() for v in values]
+    return list(dict.fromkeys(name_key(v) for v in values))
 
 
 def _upper_codes(values: Sequence[str] | str | None) -> list[str] | None:
@@ -204,6 +223,20 @@ def _upper_codes(values: Sequence[str] | str | None) -> list[str] | None:
     if isinstance(values, str):
         raise ValueError(f"unresolved reference {values!r}: the engine must resolve it before the metric runs")
     return [v.strip().upper() for v in values]
+
+
+def code_key(code: str) -> str:
+    """How product codes are compared: upper-cased, every run of non-alphanumerics removed, so
+    `HX-2210`, `hx 2210` (an entity's canonical key) and `HX_2210` are one code. The SQL applies
+    the same rule (`regexp_replace(upper(code), '[^[:alnum:]]+', '', 'g')`)."""
+    return _NON_ALNUM.sub("", code.upper())
+
+
+def _code_keys(values: Sequence[str] | str | None) -> list[str] | None:
+    codes = _upper_codes(values)
+    if codes is None:
+        return None
+    return list(dict.fromkeys(k for k in map(code_key, codes) if k))
 
 
 def _reject(where: MetricParams, metric: str, fields: Sequence[str]) -> None:
@@ -217,14 +250,14 @@ def _common(where: MetricParams, tenant_id: str) -> dict[str, Any]:
         "tenant": tenant_id,
         "suppliers": _lower_names(where.supplier_names),
         "companies": _lower_names(where.company_names),
-        "products": _upper_codes(where.product_codes),
+        "products": _code_keys(where.product_codes),
         "currency": where.currency,
         "evidence_limit": EVIDENCE_CAP + 1,
     }
 
 
 def bind_total_spend(where: MetricParams, tenant_id: str) -> dict[str, Any]:
-    _reject(where, "total_spend", ("order_numbers", "on"))
+    _reject(where, "total_spend", ("order_numbers", "on", "price_source"))
     return {
         **_common(where, tenant_id),
         "record_types": ["invoice", "credit_note"],
@@ -236,7 +269,7 @@ def bind_total_spend(where: MetricParams, tenant_id: str) -> dict[str, Any]:
 
 
 def bind_revenue_at_risk(where: MetricParams, tenant_id: str) -> dict[str, Any]:
-    _reject(where, "revenue_at_risk", ("on",))
+    _reject(where, "revenue_at_risk", ("on", "price_source"))
     return {
         **_common(where, tenant_id),
         "record_types": ["order"],
@@ -388,15 +421,16 @@ def _assemble_lines(template: MetricTemplate, where: MetricParams, bound: dict[s
 def _assemble_prices(template: MetricTemplate, where: MetricParams, bound: dict[str, Any],
                      rows: dict[str, list[dict[str, Any]]], tenant_id: str, snapshot_at: datetime,
                      store_ms: float) -> StepResult:
-    catalog: dict[str, dict[str, list[str]]] = {}
-    for r in rows["catalog_prices"]:
-        price = _decimal_or_none(r["unit_price"])
-        if price is not None:
-            catalog.setdefault(r["product_code"], {}).setdefault(r["currency"] or "unknown", []).append(str(price))
-    by_product: dict[str, dict[str, dict[str, Any]]] = {}
+    on = where.on.isoformat() if where.on else ""
+    catalog_rows = _valid_catalog_rows(rows["catalog_prices"], on)
+    catalog: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for r in catalog_rows:
+        catalog.setdefault(r["product_key"], {}).setdefault(r["currency"] or "unknown", []).append(r)
+    invoices: dict[str, dict[str, dict[str, Any]]] = {}
     for r in rows["invoice_prices"]:
         currency = r["currency"] or "unknown"
-        by_product.setdefault(r["product_code"], {})[currency] = {
+        invoices.setdefault(r["product_key"], {})[currency] = {
+            "product_code": r["product_code"],
             "currency": currency,
             "invoice_unit_price": str(_decimal(r["unit_price"])),
             "invoice": r["number"],
@@ -405,47 +439,92 @@ def _assemble_prices(template: MetricTemplate, where: MetricParams, bound: dict[
         }
     prices: dict[str, dict[str, Any]] = {}
     gaps: list[Gap] = []
-    for code in bound["products"]:
-        options = by_product.get(code, {})
-        cat = catalog.get(code, {})
-        if not options:
-            gaps.append(Gap(kind="missing_data",
-                            detail=f"no recognised invoice line for {code} on or before {where.on.isoformat()}"))
-            if cat:
-                currency = sorted(cat)[0]
-                prices[code] = {"currency": currency, "invoice_unit_price": None, "invoice": None,
-                                "issued_on": None, "catalog_unit_price": _single(cat[currency])}
-            continue
-        latest = max(options.values(), key=lambda o: (o["issued_on"] or "", o["currency"]))
-        entry = {**latest, "catalog_unit_price": _single(cat.get(latest["currency"], []))}
-        if len(set(cat.get(latest["currency"], []))) > 1:
-            entry["catalog_unit_prices"] = sorted(set(cat[latest["currency"]]))
-        if len(options) > 1:
-            entry["by_currency"] = {c: o for c, o in sorted(options.items())}
-            gaps.append(Gap(kind="missing_data",
-                            detail=f"{code} was invoiced in several currencies; no FX rate is applied"))
-        prices[code] = entry
+    requested = list(dict.fromkeys(where.product_codes or ()))
+    by_key = {code_key(c.strip().upper()): c for c in requested}
+    for key in bound["products"]:
+        options, cat = invoices.get(key, {}), catalog.get(key, {})
+        display = next((o["product_code"] for o in options.values()),
+                       next((rs[0]["product_code"] for rs in cat.values()), by_key.get(key, key)))
+        entry = _price_entry(display, options, cat, where.price_source, gaps, on)
+        if entry is not None:
+            prices[display] = entry
+    used = sorted({e["source"] for e in prices.values()})
     result = {
         "metric": template.name,
-        "on": where.on.isoformat(),
+        "on": on,
         "prices": prices,
-        "matched_line_count": len(rows["invoice_prices"]),
-        "no_matching_data": not rows["invoice_prices"],
+        "sources": used,
+        "matched_line_count": len(prices),
+        "no_matching_data": not prices,
         "currency": where.currency,
         "definition": template.definition,
         "snapshot_at": snapshot_at.isoformat(),
     }
     evidence = [_line_evidence(r, tenant_id, snapshot_at) for r in rows["invoice_prices"][:EVIDENCE_CAP]]
-    for r in rows["catalog_prices"][:EVIDENCE_CAP]:
+    for r in catalog_rows[:EVIDENCE_CAP]:
         evidence.append(Evidence(
             evidence_id=f"ev_rec_{r['record_id']}", store="postgres", kind="record", tenant_id=tenant_id,
             document_id=r["document_id"], version=r["version"], record_id=r["record_id"],
             claims={"record_type": "catalog_item", "product_code": r["product_code"],
-                    "unit_price": r["unit_price"], "currency": r["currency"]},
+                    "unit_price": r["unit_price"], "currency": r["currency"], "supplier": r["counterparty_name"],
+                    "valid_from": r["valid_from"], "valid_to": r["valid_to"]},
             retrieved_at=snapshot_at))
     evidence.append(_metric_evidence(template, bound, result, tenant_id, snapshot_at))
     return StepResult(result=result, evidence=tuple(evidence), gaps=tuple(gaps),
                       rows=sum(len(v) for v in rows.values()), store_ms=store_ms)
+
+
+def _valid_catalog_rows(rows: Sequence[Mapping[str, Any]], on: str) -> list[dict[str, Any]]:
+    """Catalog rows valid on `on` (ISO dates compare as strings); a product whose rows all carry
+    a validity that excludes the date keeps none (its price on that date is not known)."""
+    kept = []
+    for r in rows:
+        start, end = r.get("valid_from") or "", r.get("valid_to") or ""
+        if (not start or start <= on) and (not end or on <= end):
+            kept.append(dict(r))
+    return kept
+
+
+def _price_entry(code: str, options: Mapping[str, dict[str, Any]], cat: Mapping[str, list[dict[str, Any]]],
+                 prefer: str | None, gaps: list[Gap], on: str) -> dict[str, Any] | None:
+    """One product's price: the invoice price (latest line) or the catalog price (price list or
+    agreement schedule), whichever the question names; without a preference the invoice price,
+    else the catalog's. A catalog that lists several prices for the product in one currency on
+    the date gives none (it is not one price), and several currencies are never converted."""
+    catalog_price: dict[str, Any] | None = None
+    for currency, rs in sorted(cat.items()):
+        distinct = sorted({str(_decimal_or_none(r["unit_price"])) for r in rs if _decimal_or_none(r["unit_price"]) is not None})
+        if len(distinct) == 1:
+            catalog_price = catalog_price or {"currency": currency, "catalog_unit_price": distinct[0],
+                                              "supplier": rs[0]["counterparty_name"]}
+        elif len(distinct) > 1:
+            gaps.append(Gap(kind="missing_data", detail=f"the catalog lists {len(distinct)} prices for {code} in "
+                                                         f"{currency} on {on} ({', '.join(distinct)})"))
+    latest = max(options.values(), key=lambda o: (o["issued_on"] or "", o["currency"])) if options else None
+    if len(options) > 1:
+        gaps.append(Gap(kind="missing_data", detail=f"{code} was invoiced in several currencies; no FX rate is applied"))
+    if latest is None and catalog_price is None:
+        gaps.append(Gap(kind="missing_data",
+                        detail=f"no recognised invoice line or catalog price for {code} on or before {on}"))
+        return None
+    use_catalog = catalog_price is not None and (prefer == "catalog" or latest is None)
+    if prefer == "invoice" and latest is None:
+        gaps.append(Gap(kind="missing_data", detail=f"no recognised invoice line for {code} on or before {on}; "
+                                                     "the catalog price is given instead"))
+    if prefer == "catalog" and catalog_price is None:
+        gaps.append(Gap(kind="missing_data", detail=f"no catalog price for {code} valid on {on}; "
+                                                     "the latest invoice price is given instead"))
+    if use_catalog:
+        assert catalog_price is not None
+        return {**catalog_price, "source": "catalog", "invoice_unit_price": None, "invoice": None, "issued_on": None}
+    assert latest is not None
+    entry = {k: v for k, v in latest.items() if k != "product_code"}
+    entry["source"] = "invoice"
+    entry["catalog_unit_price"] = catalog_price["catalog_unit_price"] if catalog_price and \
+        catalog_price["currency"] == latest["currency"] else None
+    if len(options) > 1:
+        entry["by_currency"] = {c: {k: v for k, v in o.items() if k != "product_code"} for c, o in sorted(options.items())}
+    return entry
 
 
 def _line_evidence(r: Mapping[str, Any], tenant_id: str, snapshot_at: datetime) -> Evidence:
@@ -491,6 +570,3 @@ def _decimal_or_none(value: Any) -> Decimal | None:
         return None
 
 
-def _single(values: Sequence[str]) -> str | None:
-    distinct = set(values)
-    return next(iter(distinct)) if len(distinct) == 1 else None

@@ -324,3 +324,22 @@ def test_a_table_review_item_keeps_a_bounded_number_of_raw_rows() -> None:
     assert len(issue.payload["rows"]) == MAX_ISSUE_ROWS  # type: ignore[arg-type]
     assert issue.payload["rows_omitted"] == 50
     assert issue.payload["row_numbers"] == list(range(1, MAX_ISSUE_ROWS + 51))
+def test_columns_not_understood_are_named_in_review_when_a_record_lacks_a_field() -> None:
+    table = [["Invoice No", "Buchungsdatum", "Vendor", "Item Code", "Qty", "Unit Price", "Line Total", "Currency"],
+             ["INV-77", "14.04.2026", "Supplier Beta", "PRD-1", "2", "5.00", "10.00", "EUR"]]
+    out = handle(make_doc([], [table]))
+    [record] = out.records
+    assert record.issued_on is None and record.attributes["Buchungsdatum#1"] == "14.04.2026"  # kept per line
+    [item] = [i for i in out.review if i.payload["kind"] == "columns"]
+    assert item.payload["columns"] == ["Buchungsdatum"] and item.payload["lacking"] == ["issued_on"]
+    assert "columns not understood: Buchungsdatum" in item.reason and "record_column_map" in item.reason
+    mapped = handle(make_doc([], [table]), column_map={"Buchungsdatum": "issued_on"})
+    assert not mapped.review and mapped.records[0].issued_on == date(2026, 4, 14)
+
+
+def test_a_fully_read_table_with_extra_columns_is_not_reviewed() -> None:
+    table = [["Invoice No", "Invoice Date", "Vendor", "Item Code", "Qty", "Unit Price", "Line Total", "Currency",
+              "Cost Centre"],
+             ["INV-78", "2026-04-14", "Supplier Beta", "PRD-1", "2", "5.00", "10.00", "EUR", "CC-12"]]
+    out = handle(make_doc([], [table]))
+    assert len(out.records) == 1 and out.review == []

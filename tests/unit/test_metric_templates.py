@@ -93,7 +93,7 @@ def test_total_spend_binder_is_typed() -> None:
     assert isinstance(bound["start"], date)
     assert bound["companies"] == ["northstar manufacturing"]
     assert bound["suppliers"] == ["supplier beta"]
-    assert bound["products"] == ["PRD-482"]
+    assert bound["products"] == ["PRD482"]  # compared without punctuation (metric.code_key)
     assert bound["currency"] == "EUR"
     assert bound["numbers"] is None
     assert isinstance(bound["evidence_limit"], int)
@@ -101,7 +101,8 @@ def test_total_spend_binder_is_typed() -> None:
 
 def test_binder_keeps_injection_as_a_value() -> None:
     bound = TEMPLATES["total_spend"].binder(MetricParams(supplier_names=["Beta' OR '1'='1"], period=Q1), "t")
-    assert bound["suppliers"] == ["beta' or '1'='1"]
+    # a parameter value (compared ignoring case and punctuation: metric.name_key), never SQL text
+    assert bound["suppliers"] == ["beta or 1 1"]
 
 
 def test_empty_filter_list_means_match_nothing_not_no_filter() -> None:
@@ -126,7 +127,29 @@ def test_revenue_and_price_binders() -> None:
     assert risk["numbers"] == ["PO-7001"] and risk["start"] is None
     price = TEMPLATES["unit_price_on"].binder(MetricParams(product_codes=["PRD-482"], on=date(2026, 3, 1),
                                                            statuses=("paid",)), "t")
-    assert price["on"] == date(2026, 3, 1) and price["statuses"] == ["paid"] and price["products"] == ["PRD-482"]
+    assert price["on"] == date(2026, 3, 1) and price["statuses"] == ["paid"] and price["products"] == ["PRD482"]
+
+
+def test_product_codes_compare_without_case_or_punctuation() -> None:
+    from manifold.query.executors.metric import code_key
+
+    assert code_key("HX-2210") == code_key("hx 2210") == code_key("HX_2210") == code_key(" hx/2210 ") == "HX2210"
+    assert code_key("HX-2210") != code_key("HX-2201")
+    bound = TEMPLATES["unit_price_on"].binder(MetricParams(product_codes=["hx 2210", "HX-2210"],
+                                                           on=date(2026, 3, 1)), "t")
+    assert bound["products"] == ["HX2210"]
+
+
+def test_names_compare_without_case_or_punctuation() -> None:
+    from manifold.query.executors.metric import name_key
+
+    assert name_key("Valebrook Bearings Inc.") == name_key("valebrook  bearings inc") == "valebrook bearings inc"
+    assert name_key("Supplier A") != name_key("Supplier B")
+
+
+def test_price_source_is_only_for_unit_prices() -> None:
+    with pytest.raises(ValueError, match="price_source"):
+        TEMPLATES["total_spend"].binder(MetricParams(period=Q1, price_source="catalog"), "t")
 
 
 def test_graph_templates_are_constant_and_bounded() -> None:
