@@ -29,6 +29,7 @@ from pydantic import BaseModel
 from manifold.query.breaker import Breakers
 from manifold.query.plan import REF_PATTERN, Plan, dependencies
 from manifold.query.types import Gap, StepResult, TraceStep
+from manifold.shared import tracing
 
 
 class Executor(Protocol):
@@ -97,7 +98,12 @@ class Engine:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def execute(self, plan: Plan, *, tenant_id: str, deadline: float) -> Execution:
-        """Run `plan` for `tenant_id` until `deadline` (a `clock()` instant)."""
+        """Run `plan` for `tenant_id` until `deadline` (a `clock()` instant). Traced: one
+        `execute` span with a child span per step (operator, status, hits)."""
+        with tracing.span("execute", attributes={"manifold.steps": len(plan.steps)}):
+            return self._execute(plan, tenant_id=tenant_id, deadline=deadline)
+
+    def _execute(self, plan: Plan, *, tenant_id: str, deadline: float) -> Execution:
         out = Execution()
         deps = dependencies(plan)
         levels = _levels(deps)
@@ -185,5 +191,11 @@ class Engine:
         out.steps.append(TraceStep(step_id=step.id, operator=step.operator, status=status,  # type: ignore[arg-type]
                                    elapsed_ms=round(elapsed_ms, 2), hits=hits,
                                    detail=gap.detail if gap else None))
+        # The step ran in a pool thread; its span is recorded here, in the `execute` span's thread,
+        # with the step's own start and end.
+        end = time.time_ns()
+        span = tracing.tracer().start_span(f"step {step.id}", start_time=end - int(elapsed_ms * 1e6), attributes={
+            "manifold.operator": step.operator, "manifold.status": status, "manifold.hits": hits})
+        span.end(end_time=end)
         if gap is not None:
             out.gaps.append(gap)

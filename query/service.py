@@ -42,6 +42,7 @@ from manifold.query.types import (
     QueryRequest,
     Trace,
 )
+from manifold.shared import tracing
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +89,9 @@ class QueryService:
         started = self._clock()
         policy = [f"tenant {principal.tenant_id}: from the verified token"]
         try:
-            return self._answer(request, principal, started, policy)
+            with tracing.span("query", attributes={"manifold.request_id": request.request_id,
+                                                   "manifold.tenant_id": principal.tenant_id}):
+                return self._answer(request, principal, started, policy)
         except Exception as exc:  # noqa: BLE001 - the contract is a reply, never a crash
             log.exception("query %s failed", request.request_id)
             return self._reply(request, started, policy, status="error", error=f"internal error: {type(exc).__name__}")
@@ -120,14 +123,16 @@ class QueryService:
                                    error=f"plan rejected: {exc}")
             policy.append("plan: explicit, validated")
         else:
-            decision = self._screen(question)
+            with tracing.span("guard"):
+                decision = self._screen(question)
             if not decision.allowed:
                 policy.append(f"guard: refused ({decision.category})")
                 return self._reply(request, started, policy, status="refused",
                                    answer=f"Refused: {decision.reason}", error=decision.reason)
             policy.append("guard: pass")
-            catalog = self._catalog.load(principal.tenant_id)
-            route = self._route(question, catalog, as_of=as_of, classifier=self._classifier)
+            with tracing.span("route"):
+                catalog = self._catalog.load(principal.tenant_id)
+                route = self._route(question, catalog, as_of=as_of, classifier=self._classifier)
             if request.continuation is not None and request.choice and route.clarify is not None:
                 try:
                     route = self._apply_choice(route, request.choice)
@@ -137,7 +142,8 @@ class QueryService:
             if route.needs_clarification:
                 return self._clarify(request, principal, started, policy, route, question, as_of)
             try:
-                plan = compile_plan(route, question, as_of=as_of)
+                with tracing.span("plan"):
+                    plan = compile_plan(route, question, as_of=as_of)
             except PlanningGap as exc:
                 reply = self._text_only(request, principal, started, policy, route, question, deadline, str(exc))
                 if reply is not None:
@@ -154,8 +160,9 @@ class QueryService:
             policy.append(f"fallback: text routes for the anchors ({', '.join(empty)} found no data)")
             plan, execution = _merge(plan, execution, fallback,
                                      self._engine.execute(fallback, tenant_id=principal.tenant_id, deadline=deadline))
-        evidence = self._final_check(execution, principal, policy)
-        answer, result = assemble.compose(question, plan, execution)
+        with tracing.span("assemble"):
+            evidence = self._final_check(execution, principal, policy)
+            answer, result = assemble.compose(question, plan, execution)
         if fallback is not None:
             answer, result = self._quoted(plan, execution, route, question, empty, answer, result, evidence)
         return self._checked(request, started, policy, route, plan, execution, answer, result, evidence)

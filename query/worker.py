@@ -44,7 +44,7 @@ from manifold.query import protocol
 from manifold.query.auth import TokenError, TokenVerifier
 from manifold.query.composition import Answerer
 from manifold.query.types import Principal, QueryReply, QueryRequest
-from manifold.shared import topics
+from manifold.shared import topics, tracing
 from manifold.shared.config import ManifoldSettings
 from manifold.shared.kafka import commit_sync, consumer_config, ensure_topics, producer_config
 
@@ -131,7 +131,9 @@ def _handle(msg_value: bytes | None, headers: Any, key: bytes | None, settings: 
     latest = now + timedelta(milliseconds=settings.query.max_deadline_ms)
     if request.deadline > latest:  # a caller cannot hold a worker longer than the configured cap
         request = request.model_copy(update={"deadline": latest})
-    return Outcome(_answer(answerer, request, principal, ms), request.reply_topic, principal.tenant_id)
+    with tracing.span("query request", parent=headers):  # continues the caller's trace, if it sent one
+        reply = _answer(answerer, request, principal, ms)
+    return Outcome(reply, request.reply_topic, principal.tenant_id)
 
 
 def _answer(answerer: Answerer, request: QueryRequest, principal: Principal, ms: Any) -> QueryReply:

@@ -1,7 +1,8 @@
-"""One trace per document version: in the embedded profile (the dev stack's PostgreSQL, the
-PostgreSQL bus carrying `traceparent` in its headers), a published document's upstream span and
-the spans of parse, chunk, embed, extract, load and publish all share one trace id, each stage's
-span a child of the one before."""
+"""One trace per document version and one per question, in the embedded profile (the dev stack's
+PostgreSQL, the PostgreSQL bus carrying `traceparent` in its headers): a published document's
+upstream span and the spans of parse, chunk, embed, extract, load and publish share one trace id,
+each stage's span a child of the one before; a question's `query` span holds guard, route, plan,
+execute (with one span per plan step) and assemble."""
 
 from __future__ import annotations
 
@@ -25,16 +26,27 @@ def spans() -> InMemorySpanExporter:
     return exporter
 
 
-def test_a_document_version_is_one_trace_across_every_stage(settings: ManifoldSettings, pg_conninfo: str,
-                                                             tmp_path: Path, spans: InMemorySpanExporter) -> None:
-    from manifold.ingest.embedded import open_bus, upstream_client
+@pytest.fixture(scope="module")
+def embedded(settings: ManifoldSettings, pg_conninfo: str, tmp_path_factory: pytest.TempPathFactory) -> ManifoldSettings:
     from manifold.shared import cli_embedded
     from manifold.shared.config import EmbeddedSettings, IngestSettings
 
-    s = settings.model_copy(update={"profile": "embedded", "embedded": EmbeddedSettings(dir=tmp_path / "state"),
+    s = settings.model_copy(update={"profile": "embedded",
+                                    "embedded": EmbeddedSettings(dir=tmp_path_factory.mktemp("trace")),
                                     "ingest": IngestSettings(metrics_port=0, max_attempts=2)})
     cli_embedded.prepare(s, quiet=True)
-    tenant, doc = f"trace-{uuid.uuid4().hex[:8]}", "memo.md"
+    return s
+
+
+TENANT = f"trace-{uuid.uuid4().hex[:8]}"
+
+
+def test_a_document_version_is_one_trace_across_every_stage(embedded: ManifoldSettings,
+                                                             spans: InMemorySpanExporter) -> None:
+    from manifold.ingest.embedded import open_bus, upstream_client
+    from manifold.shared import cli_embedded
+
+    s, tenant, doc = embedded, TENANT, "memo.md"
     bus = open_bus(s)
     try:
         version = upstream_client(s, bus).publish_bytes(
@@ -55,3 +67,22 @@ def test_a_document_version_is_one_trace_across_every_stage(settings: ManifoldSe
             f"{child} is not a child of {parent}"
     assert all(sp.attributes.get("manifold.document_id") == doc and sp.attributes.get("manifold.version") == 1
                for sp in (by_name[name] for name in expected))
+
+
+def test_a_question_is_one_trace_with_a_span_per_plan_step(embedded: ManifoldSettings,
+                                                            spans: InMemorySpanExporter) -> None:
+    from manifold.shared import cli_embedded
+
+    spans.clear()
+    reply = cli_embedded.answer(embedded, TENANT, "When does the loading dock close on Fridays?", None)
+    assert reply.status in {"answered", "partial"}, reply
+    finished = spans.get_finished_spans()
+    [query] = [sp for sp in finished if sp.name == "query"]
+    mine = [sp for sp in finished if sp.context.trace_id == query.context.trace_id]
+    names = {sp.name for sp in mine}
+    assert {"guard", "route", "plan", "execute", "assemble"} <= names, sorted(names)
+    [execute] = [sp for sp in mine if sp.name == "execute"]
+    steps = [sp for sp in mine if sp.name.startswith("step ")]
+    assert sorted(sp.name for sp in steps) == sorted(f"step {st.step_id}" for st in reply.trace.steps)
+    assert all(sp.parent is not None and sp.parent.span_id == execute.context.span_id for sp in steps)
+    assert {sp.attributes["manifold.operator"] for sp in steps} == {st.operator for st in reply.trace.steps}
