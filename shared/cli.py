@@ -448,6 +448,37 @@ def _lifecycle_tenants(ports, tenant: str | None) -> list[str]:  # type: ignore[
     return [tenant] if tenant else tenants(ports)
 
 
+def _trace(args: argparse.Namespace) -> int:
+    import json
+
+    from manifold.shared.config import ManifoldSettings
+    from manifold.shared.stores.ledger import PostgresVersionLedger
+
+    settings = ManifoldSettings()
+    if settings.profile == "embedded":
+        from manifold.shared import cli_embedded
+
+        cli_embedded.prepare(settings, quiet=True)
+    timeline = PostgresVersionLedger(settings.postgres.ingest_conninfo()).timeline(
+        args.tenant, args.document_id, args.version)
+    if timeline is None:
+        print(f"manifold trace: {args.document_id!r} is not a document of tenant {args.tenant!r}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(timeline.to_json(), indent=2))
+        return 0
+    print(f"{timeline.tenant_id}/{timeline.document_id} version {timeline.version}")
+    first = previous = timeline.events[0][1] if timeline.events else None
+    for event, at in timeline.events:
+        step = (at - previous).total_seconds() if previous else 0.0
+        total = (at - first).total_seconds() if first else 0.0
+        print(f"  {event:<20}{at.isoformat(timespec='milliseconds'):<34}+{step:>9.3f} s  (at {total:.3f} s)")
+        previous = at
+    if not timeline.events:
+        print("  nothing recorded yet (the event was not acknowledged)")
+    return 0
+
+
 def _status(args: argparse.Namespace) -> int:
     import json
 
@@ -831,6 +862,18 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true", help="machine-readable output")
     status.set_defaults(run=_status)
 
+    trace = sub.add_parser(
+        "trace",
+        help="where a document's version went and how long each step took (upstream publish .. activated)",
+        description="Reads the ledger, the staged stage outputs and the publication manifest (no exporter needed); "
+        "with MANIFOLD_TRACING__EXPORTER set, the same steps are also exported as OpenTelemetry spans.",
+    )
+    trace.add_argument("document_id", metavar="DOC_ID")
+    trace.add_argument("--tenant", required=True, help=tenant_help)
+    trace.add_argument("--version", type=int, help="default: the newest version handed out")
+    trace.add_argument("--json", action="store_true", help="machine-readable output")
+    trace.set_defaults(run=_trace)
+
     reconcile = sub.add_parser(
         "reconcile",
         help="compare the publication manifest with every store; --repair fixes the drift",
@@ -912,7 +955,7 @@ def build_parser() -> argparse.ArgumentParser:
     token.add_argument("--scope", default="query:read documents:write",
                        help="space-separated scopes (default 'query:read documents:write')")
     token.set_defaults(run=_token)
-    for command in (ingest, delete, sync_cmd, ask, status, reconcile, gc_cmd, purge, serve, mcp):
+    for command in (ingest, delete, sync_cmd, ask, status, trace, reconcile, gc_cmd, purge, serve, mcp):
         command.add_argument("--profile", choices=["embedded", "distributed"],
                              help="overrides MANIFOLD_PROFILE; embedded runs everything in this process")
 

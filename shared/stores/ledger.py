@@ -53,6 +53,44 @@ SELECT u.document_id, u.version, u.deleted, u.confirmed, u.updated_at,
 """
 
 
+_TIMELINE_SQL = """
+WITH v AS (
+  SELECT %(version)s::integer AS version
+)
+SELECT 'published upstream' AS event, u.updated_at AS at, 0 AS ord
+  FROM manifold.upstream_versions u, v
+ WHERE u.tenant_id = %(tenant)s AND u.document_id = %(doc)s AND u.version = v.version AND u.confirmed
+UNION ALL
+SELECT p.stage, min(p.created_at), CASE p.stage WHEN 'parsed' THEN 1 WHEN 'chunked' THEN 2
+                                                WHEN 'embedded' THEN 3 WHEN 'extracted' THEN 4 ELSE 5 END
+  FROM manifold.stage_payloads p, v
+ WHERE p.tenant_id = %(tenant)s AND p.document_id = %(doc)s AND p.version = v.version
+ GROUP BY p.stage
+UNION ALL
+SELECT e.event, e.at, e.ord
+  FROM manifold.version_manifest m, v,
+       LATERAL (VALUES ('loaded (staged)', m.staged_at, 6), ('verified', m.verified_at, 7),
+                       ('activated', m.activated_at, 8), ('retired', m.retired_at, 9),
+                       ('deleted', m.deleted_at, 10), ('purged', m.purged_at, 11)) AS e(event, at, ord)
+ WHERE m.tenant_id = %(tenant)s AND m.document_id = %(doc)s AND m.version = v.version AND e.at IS NOT NULL
+ORDER BY ord, at
+"""
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """What a document version went through, in pipeline order, with when each step finished."""
+
+    tenant_id: str
+    document_id: str
+    version: int
+    events: tuple[tuple[str, datetime], ...]
+
+    def to_json(self) -> dict[str, object]:
+        return {"tenant_id": self.tenant_id, "document_id": self.document_id, "version": self.version,
+                "events": [{"event": e, "at": at.isoformat()} for e, at in self.events]}
+
+
 class PostgresVersionLedger:
     def __init__(self, conninfo: str) -> None:
         self._db = TenantConnections(conninfo)
@@ -115,3 +153,18 @@ class PostgresVersionLedger:
                 (tenant_id,),
             ).fetchall()
         return {row[0] for row in rows}
+
+    def timeline(self, tenant_id: str, document_id: str, version: int | None = None) -> Timeline | None:
+        """The steps `version` (default: the newest the ledger handed out) went through: the
+        upstream publish, each staged stage output, and the manifest's staged / verified /
+        activated / retired / deleted / purged times. None when the ledger does not know the
+        document. Read only."""
+        with self._db.transaction(tenant_id) as conn:
+            if version is None:
+                row = conn.execute("SELECT version FROM upstream_versions WHERE tenant_id = %s AND document_id = %s",
+                                   (tenant_id, document_id)).fetchone()
+                if row is None:
+                    return None
+                version = int(row[0])
+            rows = conn.execute(_TIMELINE_SQL, {"tenant": tenant_id, "doc": document_id, "version": version}).fetchall()
+        return Timeline(tenant_id, document_id, version, tuple((str(e), at) for e, at, _ in rows))

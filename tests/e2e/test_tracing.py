@@ -86,3 +86,25 @@ def test_a_question_is_one_trace_with_a_span_per_plan_step(embedded: ManifoldSet
     assert sorted(sp.name for sp in steps) == sorted(f"step {st.step_id}" for st in reply.trace.steps)
     assert all(sp.parent is not None and sp.parent.span_id == execute.context.span_id for sp in steps)
     assert {sp.attributes["manifold.operator"] for sp in steps} == {st.operator for st in reply.trace.steps}
+
+
+def test_manifold_trace_prints_every_step_of_the_version(embedded: ManifoldSettings, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from manifold.shared.cli import main
+
+    monkeypatch.setenv("MANIFOLD_PROFILE", "embedded")
+    monkeypatch.setenv("MANIFOLD_EMBEDDED__DIR", str(embedded.embedded.dir))
+    assert main(["trace", "memo.md", "--tenant", TENANT, "--json"]) == 0
+    timeline = json.loads(capsys.readouterr().out)
+    events = [e["event"] for e in timeline["events"]]
+    assert timeline["version"] == 1
+    assert events == ["published upstream", "parsed", "chunked", "embedded", "extracted", "loaded (staged)",
+                      "verified", "activated"], events
+    times = [e["at"] for e in timeline["events"]]
+    assert times == sorted(times)
+    assert main(["trace", "memo.md", "--tenant", TENANT]) == 0
+    assert "activated" in capsys.readouterr().out
+    assert main(["trace", "nope.md", "--tenant", TENANT]) == 1
+    assert "is not a document" in capsys.readouterr().err
