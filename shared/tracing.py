@@ -15,7 +15,6 @@ Guarantees:
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -30,6 +29,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
 
+from manifold.shared.loopback import is_loopback
+
 log = logging.getLogger(__name__)
 
 Exporter = Literal["none", "console", "otlp"]
@@ -40,13 +41,7 @@ _provider: TracerProvider | None = None
 
 
 def _loopback(endpoint: str) -> bool:
-    host = urlsplit(endpoint).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return is_loopback(urlsplit(endpoint).hostname or "")
 
 
 def configure(exporter: Exporter = "none", *, endpoint: str = "", service: str = "manifold") -> TracerProvider:

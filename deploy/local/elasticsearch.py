@@ -21,7 +21,6 @@ Guarantees:
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import shutil
 import urllib.request
@@ -29,20 +28,13 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+from manifold.shared.loopback import is_loopback
+
 from . import accounts, maven
 from .service import Launch, StackPaths
 
 VERSION = "8.19.21"
 _COORD = f"org.elasticsearch.distribution.integ-test-zip:elasticsearch:zip:{VERSION}"
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _write_if_changed(path: Path, text: str) -> None:
@@ -63,7 +55,7 @@ class Elasticsearch:
         heap_mb: int = 768,
         java_home: str = "/usr/lib/jvm/java-17-openjdk-amd64",
     ) -> None:
-        if not _is_loopback(host):
+        if not is_loopback(host):
             raise ValueError(f"elasticsearch must bind a loopback host, not {host!r}")
         self.paths = paths
         self.host = host

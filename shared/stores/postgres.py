@@ -160,9 +160,7 @@ class TenantConnections:
         if getattr(self._local, "batch", None) is not None:
             raise RuntimeError("TenantConnections.batch does not nest")
         try:
-            conn = self._connection()
-            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ if snapshot else None
-            conn.read_only = True if snapshot else None
+            conn = self._tenant_connection(snapshot)
             with conn.transaction():
                 conn.execute("SELECT set_config('manifold.tenant_id', %s, true)", (tenant_id,))
                 self._local.batch = tenant_id
@@ -173,6 +171,13 @@ class TenantConnections:
         except psycopg.OperationalError as exc:
             self._discard()
             raise _as_transient(exc) from exc
+
+    def _tenant_connection(self, snapshot: bool) -> psycopg.Connection[Any]:
+        """This thread's connection, set for a snapshot (read-only REPEATABLE READ) or a write."""
+        conn = self._connection()
+        conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ if snapshot else None
+        conn.read_only = True if snapshot else None
+        return conn
 
     @contextmanager
     def transaction(self, tenant_id: str, *, snapshot: bool = False) -> Iterator[psycopg.Connection[Any]]:
@@ -189,9 +194,7 @@ class TenantConnections:
                 raise _as_transient(exc) from exc
             return
         try:
-            conn = self._connection()
-            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ if snapshot else None
-            conn.read_only = True if snapshot else None
+            conn = self._tenant_connection(snapshot)
             with conn.transaction():
                 conn.execute("SELECT set_config('manifold.tenant_id', %s, true)", (tenant_id,))
                 yield conn
