@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from manifold.query.auth import mint_token
+from manifold.query.auth import mint_token, signing_key
 from manifold.shared.config import ManifoldSettings
 
 
@@ -22,5 +22,7 @@ def running_uvicorn(app: Any) -> Iterator[str]:
 def token(settings: ManifoldSettings, tenant: str, *, scopes: tuple[str, ...] = ("query:read", "documents:write"),
           ttl_s: int = 600, now: float | None = None, key: str | None = None) -> str:
     q = settings.query
-    return mint_token(key or q.token_key.get_secret_value(), tenant_id=tenant, subject="e2e-http", scopes=scopes,
-                      issuer=q.token_issuer, audience=q.token_audience, ttl_s=ttl_s, now=now)
+    algorithm, signing = signing_key(settings)  # the configured key, or the dev key the tests opt into
+    return mint_token(key or signing, tenant_id=tenant, subject="e2e-http", scopes=scopes,
+                      issuer=q.token_issuer, audience=q.token_audience, ttl_s=ttl_s, now=now,
+                      algorithm="HS256" if key else algorithm)
