@@ -58,7 +58,7 @@ sys.path.insert(0, str(ROOT))
 
 from metrics_eval import commit, machine, mean, ndcg_at_k, percentile, recall_at_k  # noqa: E402
 
-DATA = Path("/work/shared/data/beir-scifact")
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "beir-scifact"  # the team folder beside the repo
 TENANT = "scifact"
 OUT = ROOT / "results" / "scifact.json"
 MAX_QUERIES: int | None = None

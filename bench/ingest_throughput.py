@@ -50,7 +50,7 @@ from manifold.ingest import ROLES, embed
 from manifold.shared import metrics
 from manifold.shared.config import ManifoldSettings
 
-DEFAULT_CORPUS = Path("/work/shared/data/beir-scifact/corpus.jsonl")
+DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "beir-scifact" / "corpus.jsonl"
 SERVERS = {"embedded": ("postgres",), "distributed": ("postgres", "kafka", "elasticsearch", "neo4j")}
 
 
