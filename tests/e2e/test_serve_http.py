@@ -438,6 +438,7 @@ def test_mcp_over_stdio_with_the_configured_token(served: Served) -> None:
                 "MANIFOLD_NEO4J__BOLT_PORT": str(s.neo4j.bolt_port),
                 "MANIFOLD_QUERY__REQUEST_TOPIC": s.query.request_topic,
                 "MANIFOLD_QUERY__REPLY_TOPIC": s.query.reply_topic, "MANIFOLD_EMBEDDED__DIR": str(s.embedded.dir),
+                "MANIFOLD_QUERY__ALLOW_DEV_KEY": "true",  # the tests' opt-in to the development keys
                 "HF_HUB_OFFLINE": "1"})
     params = StdioServerParameters(command=os.path.join(os.path.dirname(sys.executable), "manifold"),
                                    args=["mcp"], env=env)
