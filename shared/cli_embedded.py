@@ -12,6 +12,7 @@ The embedded PostgreSQL is started in `embedded.dir` on first use when none is r
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -166,6 +167,30 @@ def warm_up(answerer: Any) -> None:
         classifier.predict("warm up")  # trains it (cached in embedded.dir) and loads the embedding model
 
 
+def local_continuation_key(settings: ManifoldSettings) -> ManifoldSettings:
+    """`settings` with a continuation key for this data directory when none is configured.
+
+    The embedded CLI answers in its own process, so the secret that seals its clarification
+    continuations never leaves the machine: a random 32-byte key kept in
+    `embedded.dir/continuation.key` (created once, mode 0600) instead of the public development
+    key. A configured `continuation_key` or `token_key`, or the development-key opt-in, wins."""
+    import secrets
+
+    from pydantic import SecretStr
+
+    q = settings.query
+    if q.continuation_key is not None or q.token_key is not None or q.allow_dev_key:
+        return settings
+    path = settings.embedded.dir / "continuation.key"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(secrets.token_hex(32))
+    key = SecretStr(path.read_text().strip())
+    return settings.model_copy(update={"query": q.model_copy(update={"continuation_key": key})})
+
+
 def answer(settings: ManifoldSettings, tenant: str, question: str | None, plan: dict[str, Any] | None, *,
            deadline_ms: int | None = None, session_id: str | None = None, continuation: str | None = None,
            choice: str | None = None, as_of: Any = None, answerer: Any = None) -> Any:
@@ -179,6 +204,7 @@ def answer(settings: ManifoldSettings, tenant: str, question: str | None, plan: 
     own = answerer is None
     if own:
         prepare(settings, quiet=True)
+        settings = local_continuation_key(settings)
         answerer = build_answerer(settings)
         warm_up(answerer)
     q = settings.query  # the deadline starts now, after start-up, as it does for a warm query worker

@@ -237,8 +237,10 @@ def ask_all(settings: ManifoldSettings, world: Tenants, *, out: Callable[[str], 
 
 def serve_command(settings: ManifoldSettings) -> str:
     """The one command that serves this data directory's sample world over HTTP (and MCP at /mcp)."""
-    return (f"MANIFOLD_EMBEDDED__DIR={settings.embedded.dir.resolve()} manifold serve --profile embedded "
-            f"--port {settings.server.port}   # then: TOKEN=$(manifold token --tenant northstar)")
+    dev = "MANIFOLD_QUERY__ALLOW_DEV_KEY=true"  # the built-in development key: local use only
+    return (f"{dev} MANIFOLD_EMBEDDED__DIR={settings.embedded.dir.resolve()} manifold serve --profile embedded "
+            f"--port {settings.server.port}   # then: TOKEN=$({dev} manifold token --tenant northstar)"
+            "   (development key: set MANIFOLD_QUERY__TOKEN_KEY or a public key for anything else)")
 
 
 def run(settings: ManifoldSettings, *, reset: bool = False, quiet: bool = False,
