@@ -6,6 +6,9 @@ Guarantees:
   with the tail of that service's log.
 - `down` stops only processes this stack started: the pid recorded in `run/<name>.pid`, and only
   if that pid still runs the recorded command. SIGTERM first, SIGKILL after a grace period.
+  Each service runs in its own process group (session), and `down` returns only when the whole
+  group has exited: Elasticsearch's launcher, for one, exits before its server JVM, which would
+  otherwise keep the port bound and make the next `up` fail with "address already in use".
 - Every service's output goes to `logs/<name>.log` under the one stack directory.
 """
 
@@ -140,8 +143,31 @@ def up(
         say(f"[{service.name}] healthy after {took:.1f}s")
 
 
+def group_alive(pgid: int) -> bool:
+    """Whether any process of the process group `pgid` still exists (zombies count as gone)."""
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            return True
+    return False
+
+
+def _kill_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
+
+
 def down(services: Sequence[Service], paths: StackPaths, grace: float = 60.0, say: Callable[[str], None] = print) -> None:
-    """Stop the processes this stack started, in reverse order."""
+    """Stop the processes this stack started, in reverse order, and wait for each one's whole
+    process group (a launcher's children too) to exit; SIGKILL the group after `grace` seconds."""
     for service in reversed(services):
         pid = running_pid(paths, service.name)
         if pid is None:
@@ -149,10 +175,11 @@ def down(services: Sequence[Service], paths: StackPaths, grace: float = 60.0, sa
             paths.pid(service.name).unlink(missing_ok=True)
             continue
         os.kill(pid, getattr(service, "stop_signal", signal.SIGTERM))
-        if not wait_until(lambda: running_pid(paths, service.name) is None, grace):
+        gone = wait_until(lambda: running_pid(paths, service.name) is None and not group_alive(pid), grace)
+        if not gone:
             say(f"[{service.name}] did not stop in {grace:.0f}s; SIGKILL")
-            os.kill(pid, signal.SIGKILL)
-            wait_until(lambda: running_pid(paths, service.name) is None, 10)
+            _kill_group(pid, signal.SIGKILL)
+            wait_until(lambda: running_pid(paths, service.name) is None and not group_alive(pid), 10)
         paths.pid(service.name).unlink(missing_ok=True)
         say(f"[{service.name}] stopped (pid {pid})")
 

@@ -10,17 +10,18 @@ from pathlib import Path
 import pytest
 
 from manifold.deploy.local import supervisor
-from manifold.deploy.local.service import Launch, StackPaths
+from manifold.deploy.local.service import Launch, StackPaths, wait_until
 
 
 class SleepService:
     """A fake service: a Python process that marks itself ready, then sleeps; healthy while it
     runs and is ready. The crashing variant exits before it is ready."""
 
-    def __init__(self, paths: StackPaths, name: str = "fake", crash: bool = False) -> None:
+    def __init__(self, paths: StackPaths, name: str = "fake", crash: bool = False, child: bool = False) -> None:
         self.name = name
         self.paths = paths
         self.crash = crash
+        self.child = child  # like Elasticsearch's launcher: a child that outlives the leader's exit
         self.installed = 0
 
     def install(self) -> None:
@@ -32,6 +33,12 @@ class SleepService:
     def launch(self) -> Launch:
         if self.crash:
             code = "import sys, time; time.sleep(0.5); print('boom'); sys.exit(3)"
+        elif self.child:
+            code = ("import pathlib, subprocess, sys, time\n"
+                    "c = subprocess.Popen([sys.executable, '-c', 'import signal, time; "
+                    "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)'])\n"
+                    "pathlib.Path('child.pid').write_text(str(c.pid)); pathlib.Path('ready').touch()\n"
+                    "time.sleep(600)")
         else:
             code = "import pathlib, time; pathlib.Path('ready').touch(); time.sleep(600)"
         return Launch(argv=[sys.executable, "-c", code], cwd=self.paths.data(self.name))
@@ -87,3 +94,20 @@ def test_down_leaves_a_reused_pid_alone(paths: StackPaths) -> None:
     finally:
         stranger.kill()
         stranger.wait()
+
+
+def test_down_waits_for_the_whole_process_group(paths: StackPaths) -> None:
+    """A child that ignores SIGTERM and outlives its launcher would keep the service's port bound:
+    `down` returns only when the whole group is gone (SIGKILL after the grace period)."""
+    service = SleepService(paths, child=True)
+    supervisor.up([service], paths, timeout=10, say=lambda _: None)
+    leader = supervisor.running_pid(paths, "fake")
+    assert leader is not None
+    child_pid_file = paths.data("fake") / "child.pid"
+    assert wait_until(child_pid_file.exists, 10)
+    child = int(child_pid_file.read_text())
+    said: list[str] = []
+    supervisor.down([service], paths, grace=1.0, say=said.append)
+    assert not supervisor.group_alive(leader)
+    assert not Path(f"/proc/{child}").exists() or Path(f"/proc/{child}/stat").read_text().split(")")[1].split()[0] == "Z"
+    assert any("SIGKILL" in line for line in said)
