@@ -51,8 +51,8 @@ test: venv
 bench: venv
 	$(BIN)/manifold eval all
 
-# Faults, hostile input and load on the suite's OWN stack (/tmp/relstack, ports 35433/39092/39200/
-# 37687; never the dev or CI stack), then verification from the stores; ends with
+# Faults, hostile input and load on the suite's OWN stack (/tmp/relstack, ports 31433/31092/31200/
+# 31687; never the dev or CI stack), then verification from the stores; ends with
 # `documents N, published N, duplicates 0, lost 0, leaks 0, drift 0`. See SECURITY.md.
 # RELIABILITY_ARGS e.g. --docs 1000 --load-minutes 3 --seed 7 --keep-stack
 .PHONY: reliability

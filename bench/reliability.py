@@ -3,9 +3,12 @@
 `make reliability` (or `.venv/bin/python bench/reliability.py [--docs 1000] [--load-minutes 3]`):
 
 1. Starts its own stack (`manifold stack up` + `manifold migrate`) in `MANIFOLD_STACK__DIR`
-   (default /tmp/relstack) on its own ports (PostgreSQL 35433, Kafka 39092/39093, ES 39200,
-   Neo4j 37687/37474, overridable with the usual `MANIFOLD_*` variables). It refuses the dev
-   stack's and CI stack's ports, because it stops and kills servers.
+   (default /tmp/relstack) on its own ports (PostgreSQL 31433, Kafka 31092/31093, ES 31200,
+   Neo4j 31687/31474, overridable with the usual `MANIFOLD_*` variables). It refuses the dev
+   stack's and CI stack's ports, because it stops and kills servers. The ports sit below the
+   kernel's ephemeral range (32768-60999 by default): a server restarted on a port inside it can
+   find the port taken by some client socket's source port ("address already in use"), which is
+   how an Elasticsearch restart failed in a run on a busy machine.
 2. Runs `manifold workers` as SUBPROCESSES, one per group (parse+chunk, embed, extract+load,
    publish, reconcile, query), restarted when they die, as a process manager would.
 3. Hostile input (`reliability_hostile.py`): raw events, bombs, traversal, forged tenants,
@@ -46,11 +49,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 OWN_STACK = {
     "MANIFOLD_STACK__DIR": "/tmp/relstack",
-    "MANIFOLD_POSTGRES__PORT": "35433",
-    "MANIFOLD_KAFKA__PORT": "39092",
-    "MANIFOLD_ELASTICSEARCH__PORT": "39200",
-    "MANIFOLD_NEO4J__BOLT_PORT": "37687",
-    "MANIFOLD_NEO4J__HTTP_PORT": "37474",
+    "MANIFOLD_POSTGRES__PORT": "31433",
+    "MANIFOLD_KAFKA__PORT": "31092",
+    "MANIFOLD_ELASTICSEARCH__PORT": "31200",
+    "MANIFOLD_NEO4J__BOLT_PORT": "31687",
+    "MANIFOLD_NEO4J__HTTP_PORT": "31474",
 }
 FORBIDDEN_PORTS = {25432, 29092, 29200, 27687, 15432, 19092, 19200, 17687}  # dev and CI stacks
 # Workers of the suite: no metrics servers (ports may be taken), a retry budget (~2.5 min)
