@@ -39,6 +39,16 @@ logger.controller.level = WARN
 """
 
 
+
+def new_cluster_id() -> str:
+    """A random KRaft cluster id (a UUID in URL-safe base64, as Kafka writes them) that does not
+    start with "-": the storage tool would read such an id as an option and refuse to format
+    (Kafka's own `Uuid.randomUuid` redraws for the same reason)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
 class Kafka:
     """One KRaft node serving PLAINTEXT clients on `host:port`, its controller on `port + 1`."""
 
@@ -116,7 +126,7 @@ class Kafka:
         (self.home / "log4j2.properties").write_text(_LOG4J2)
         if (self._logs / "meta.properties").exists():
             return
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        cluster_id = new_cluster_id()
         proc = subprocess.run(
             self._java(_STORAGE_TOOL, "format", "-t", cluster_id, "-c", str(self._config)),
             capture_output=True,
