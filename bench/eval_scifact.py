@@ -133,7 +133,7 @@ def document_metadata(doc: dict[str, str]) -> dict[str, str]:
     return meta
 
 
-def ingest_bulk(settings: Any, tenant: str, corpus: list[dict[str, str]]) -> dict[str, Any]:
+def ingest_bulk(settings: Any, tenant: str, corpus: list[dict[str, str]], data: Path) -> dict[str, Any]:
     """The fast path (`bench/bulk_load.py`): the same stage handlers and store adapters in this
     process, no Kafka, embeddings batched across documents; each activated version is also written
     to the embedded profile's PostgreSQL text index. Resumable (active documents are skipped)."""
@@ -143,7 +143,7 @@ def ingest_bulk(settings: Any, tenant: str, corpus: list[dict[str, str]]) -> dic
 
     # documents judged by some train or test query first, then the rest in corpus order: an
     # interrupted load can still be scored with --partial (labelled as such)
-    judged = set().union(*(rel for split in ("test", "train") for rel in load_test(DATA, split)[1].values()))
+    judged = set().union(*(rel for split in ("test", "train") for rel in load_test(data, split)[1].values()))
     ordered = sorted(corpus, key=lambda d: d["_id"] not in judged)
     items = [(d["_id"], document_text(d).encode(), "text/markdown", document_metadata(d)) for d in ordered]
     report = load_sources(settings, tenant, items, pg_text=PostgresTextIndex.from_settings(settings))
@@ -558,7 +558,7 @@ def main() -> None:
     ingestion = None
     if args.phase in ("ingest", "all"):
         if args.bulk:
-            ingestion = ingest_bulk(settings, args.tenant, corpus)
+            ingestion = ingest_bulk(settings, args.tenant, corpus, args.data)
         else:
             ingestion = ingest(settings, args.tenant, corpus, args.ingest_timeout)
         log.info("ingestion: %s", ingestion)
