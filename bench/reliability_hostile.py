@@ -268,6 +268,10 @@ def check_ingest_cases(cases: list[Case], letters: list[DeadLetter], active_docs
             continue
         letter = by_value.get(c.raw_value) if c.raw_value is not None else next(
             (lt for lt in letters if lt.tenant_id == c.tenant and lt.document_id == c.document_id), None)
+        if letter is None and c.raw_value is not None:  # a value over the DLQ's limit is kept truncated
+            letter = next((lt for lt in letters if lt.source_topic == topics.DOCUMENTS and lt.value
+                           and len(lt.value) < len(c.raw_value) and c.raw_value.startswith(lt.value)
+                           and "original value truncated" in lt.error), None)
         published = c.document_id in active_docs if c.document_id else False
         got = "dlq" if letter is not None else "published" if published else "missing"
         if letter is not None:
