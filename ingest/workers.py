@@ -56,7 +56,7 @@ def build_ports(settings: ManifoldSettings) -> pipeline.Ports:
     """Connect the adapters (the only place that does) and check the stores are ready."""
     for key, value in _OFFLINE.items():
         os.environ.setdefault(key, value)
-    from manifold.ingest import vocabulary
+    from manifold.shared import vocabulary
     from manifold.shared.embedding import SentenceTransformerEmbedder
     from manifold.shared.stores import pg_schema
     from manifold.shared.stores.elasticsearch import ElasticsearchTextIndex

@@ -611,7 +611,8 @@ def _purge_tenant(args: argparse.Namespace) -> int:
 
 
 def _purge_ports(settings, postgres):  # type: ignore[no-untyped-def]
-    from manifold.ingest import erasure, vocabulary
+    from manifold.ingest import erasure
+    from manifold.shared import vocabulary
     from manifold.shared.stores.elasticsearch import ElasticsearchTextIndex
     from manifold.shared.stores.neo4j import Neo4jGraphStore
 
