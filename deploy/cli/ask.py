@@ -13,7 +13,6 @@ from manifold.deploy.cli.common import TENANT_HELP, add_profile
 
 _ASK_EXIT = {"answered": 0, "partial": 0, "clarify": 0, "no_answer": 0, "refused": 2, "error": 1}
 
-
 MAX_PLAN_DEPTH = 32
 """Deeper than any valid plan (steps -> step -> params -> value); refused before it is sent."""
 
@@ -178,7 +177,6 @@ def render_reply(reply, *, session: str | None) -> str:  # type: ignore[no-untyp
     if t.policy:
         lines.append("  policy: " + "; ".join(t.policy))
     return "\n".join(lines)
-
 
 
 def register(sub: Any) -> None:

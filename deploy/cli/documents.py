@@ -193,7 +193,6 @@ def _delete_embedded(args: argparse.Namespace, settings: Any) -> int:
     return 1 if drained.dead_letters else 0
 
 
-
 def register(sub: Any) -> None:
     ingest = sub.add_parser(
         "ingest",

@@ -8,6 +8,7 @@ from typing import Any
 
 from manifold.deploy.cli.common import TENANT_HELP
 
+
 def _embeddings(args: argparse.Namespace) -> int:
     import json
 
@@ -16,8 +17,12 @@ def _embeddings(args: argparse.Namespace) -> int:
     from manifold.ingest import embedding_migration as em
     from manifold.shared.config import ManifoldSettings
     from manifold.shared.embedding import SentenceTransformerEmbedder
-    from manifold.shared.embedding_configs import (ConfigEmbedders, EmbeddingConfigMismatch, UnknownEmbeddingConfig,
-                                                   registry)
+    from manifold.shared.embedding_configs import (
+        ConfigEmbedders,
+        EmbeddingConfigMismatch,
+        UnknownEmbeddingConfig,
+        registry,
+    )
     from manifold.shared.stores.embedding_pg import ActivationRefused, PostgresEmbeddingStore
     from manifold.shared.stores.manifest_pg import PostgresVersionManifest
 
@@ -74,7 +79,6 @@ def _embeddings(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(out, indent=2, default=str))
     return code
-
 
 
 def register(sub: Any) -> None:

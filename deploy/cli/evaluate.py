@@ -31,7 +31,6 @@ def _eval(args: argparse.Namespace) -> int:
     return 0
 
 
-
 def register(sub: Any) -> None:
     evaluate = sub.add_parser(
         "eval",

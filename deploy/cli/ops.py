@@ -8,6 +8,7 @@ from typing import Any
 
 from manifold.deploy.cli.common import TENANT_HELP, add_profile
 
+
 def _lifecycle_tenants(ports, tenant: str | None) -> list[str]:  # type: ignore[no-untyped-def]
     from manifold.ingest.reconciler import tenants
 
@@ -169,7 +170,6 @@ def _purge_tenant(args: argparse.Namespace) -> int:
               f"them after {hours:g} h (kafka.content_retention_ms) plus at most one day (segment.ms)")
     print(f"tenant {args.tenant!r} purged")
     return 0
-
 
 
 def register(sub: Any) -> None:

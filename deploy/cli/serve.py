@@ -8,6 +8,7 @@ from typing import Any
 
 from manifold.deploy.cli.common import TENANT_HELP, add_profile
 
+
 def _serve(args: argparse.Namespace) -> int:
     from manifold.deploy.serve import run
     from manifold.query.auth import InsecureKey
@@ -62,7 +63,6 @@ def _token(args: argparse.Namespace) -> int:
         return 2
     print(token)
     return 0
-
 
 
 def register(sub: Any) -> None:

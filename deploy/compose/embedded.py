@@ -25,9 +25,9 @@ import logging
 import os
 import shutil
 import sys
-from pathlib import Path
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from manifold.ingest import ROLES, pipeline
@@ -355,7 +355,6 @@ def sync_round(settings: ManifoldSettings, tenant: str, folder: Path) -> tuple[A
         return report
 
     return run, bus.close
-
 
 
 def prepared_lifecycle_ports(settings: ManifoldSettings) -> ReconcilePorts:
