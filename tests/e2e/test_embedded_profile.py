@@ -26,7 +26,7 @@ class Embedded:
 
 @pytest.fixture(scope="module")
 def embedded(settings: ManifoldSettings, pg_conninfo: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Embedded]:
-    from manifold.shared import quickstart
+    from manifold.deploy.cli import quickstart
     from manifold.deploy.compose.embedded import prepare
     from manifold.shared.config import EmbeddedSettings, IngestSettings
 
@@ -41,7 +41,7 @@ def embedded(settings: ManifoldSettings, pg_conninfo: str, tmp_path_factory: pyt
 
 
 def test_every_quickstart_question_is_answered_correctly(embedded: Embedded) -> None:
-    from manifold.shared import quickstart
+    from manifold.deploy.cli import quickstart
 
     results = quickstart.ask_all(embedded.settings, embedded.world, out=lambda _: None)  # type: ignore[arg-type]
     assert len(results) == 9
@@ -52,7 +52,7 @@ def test_every_quickstart_question_is_answered_correctly(embedded: Embedded) -> 
 
 
 def test_ingesting_again_is_idempotent(embedded: Embedded) -> None:
-    from manifold.shared import quickstart
+    from manifold.deploy.cli import quickstart
 
     lines: list[str] = []
     quickstart.ingest_world(embedded.settings, {"northstar": f"{embedded.prefix}northstar",
