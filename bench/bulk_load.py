@@ -112,7 +112,8 @@ def build_ports(settings: Any) -> Any:
     """`workers.build_ports` minus the exact schema-version gate (the benchmark only needs
     `MIN_SCHEMA`) and minus the parallel embedding-configuration store (the bench tenant has
     only the primary configuration): the same adapters, connected the same way."""
-    from manifold.ingest import pipeline, vocabulary, workers
+    from manifold.ingest import pipeline, workers
+    from manifold.shared import vocabulary
     from manifold.shared.embedding import SentenceTransformerEmbedder
     from manifold.shared.stores import pg_schema
     from manifold.shared.stores.elasticsearch import ElasticsearchTextIndex

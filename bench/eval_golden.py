@@ -69,13 +69,13 @@ log = logging.getLogger("eval_golden")
 
 def ingest_world(settings: Any, timeout_s: float = 900) -> dict[str, str]:
     from manifold.ingest import ROLES, lifecycle, sample_world, workers
-    from manifold.shared.cli import _upstream_client
+    from manifold.deploy.compose.distributed import upstream_client
 
     run = uuid.uuid4().hex[:8]
     tenants = {name: f"g{run}-{name}" for name in sample_world.TENANTS}
     root = Path(tempfile.mkdtemp(prefix="manifold-golden-"))
     written = sample_world.write_world(root)
-    client = _upstream_client(settings)
+    client = upstream_client(settings)
     ports = lifecycle.build_ports(settings)
     stop = threading.Event()
     errors: list[BaseException] = []

@@ -154,9 +154,9 @@ def ingest_bulk(settings: Any, tenant: str, corpus: list[dict[str, str]], data: 
 
 def ingest(settings: Any, tenant: str, corpus: list[dict[str, str]], timeout_s: float) -> dict[str, Any]:
     from manifold.ingest import ROLES, lifecycle, workers
-    from manifold.shared.cli import _upstream_client
+    from manifold.deploy.compose.distributed import upstream_client
 
-    client = _upstream_client(settings)
+    client = upstream_client(settings)
     ports = lifecycle.build_ports(settings)
     stop = threading.Event()
     errors: list[BaseException] = []

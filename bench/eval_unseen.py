@@ -57,8 +57,7 @@ RESULTS = ROOT / "results" / "unseen_worlds.json"
 
 def ingest(settings: Any, world: World, tenants: dict[str, str], root: Path) -> dict[str, Any]:
     """Write the world and run it through the embedded pipeline until every document is active."""
-    from manifold.ingest.embedded import lifecycle_ports, open_bus, upstream_client
-    from manifold.shared.cli_embedded import drive
+    from manifold.deploy.compose.embedded import drive, lifecycle_ports, open_bus, upstream_client
 
     folders = world.write(root)
     bus = open_bus(settings)
@@ -175,7 +174,7 @@ def _decimal(value: str | None) -> Decimal | None:
 def run(seeds: list[int], settings: Any, out: Path, label: str) -> dict[str, Any]:
     from manifold.query.composition import build_answerer
     from manifold.query.types import Principal, QueryRequest
-    from manifold.shared.cli_embedded import warm_up
+    from manifold.deploy.compose.embedded import warm_up
 
     run_id = uuid.uuid4().hex[:6]
     per_class: dict[str, dict[str, int]] = defaultdict(lambda: {"n": 0, "correct": 0, "leaks": 0, "wrong_numbers": 0})
@@ -248,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-    from manifold.shared.cli_embedded import prepare
+    from manifold.deploy.compose.embedded import prepare
     from manifold.shared.config import EmbeddedSettings, IngestSettings, ManifoldSettings
 
     if args.held_out:

@@ -200,8 +200,7 @@ def reference_loop(settings: ManifoldSettings, model: Any, docs: list[tuple[str,
 # -- the profiles --------------------------------------------------------------------------------
 class Embedded:
     def __init__(self, settings: ManifoldSettings) -> None:
-        from manifold.ingest.embedded import EmbeddedPipeline, build_ports, open_bus, upstream_client
-        from manifold.shared.cli_embedded import prepare
+        from manifold.deploy.compose.embedded import EmbeddedPipeline, build_ports, open_bus, prepare, upstream_client
 
         prepare(settings, quiet=True)  # reach the configured PostgreSQL or start one in embedded.dir; migrate
         self.settings = settings
@@ -226,7 +225,7 @@ class Embedded:
         return len(report.dead_letters)
 
     def lifecycle(self) -> Any:
-        from manifold.ingest.embedded import lifecycle_ports
+        from manifold.deploy.compose.embedded import lifecycle_ports
 
         return lifecycle_ports(self.settings, self.ports)
 
@@ -237,7 +236,7 @@ class Embedded:
 class Distributed:
     def __init__(self, settings: ManifoldSettings) -> None:
         from manifold.ingest import workers
-        from manifold.shared.cli import _upstream_client
+        from manifold.deploy.compose.distributed import upstream_client
 
         self.settings = settings
         self.stop = threading.Event()
@@ -245,7 +244,7 @@ class Distributed:
         self.thread.start()
         self.ports = workers.build_ports(settings)
         self.ports.embedder.warm_up()  # type: ignore[attr-defined]
-        self.client = _upstream_client(settings)
+        self.client = upstream_client(settings)
         time.sleep(5)  # let the consumer groups settle before the clock starts
 
     def run(self, tenant: str, docs: list[tuple[str, str]], timeout: float = 3600) -> int:
@@ -279,7 +278,7 @@ class Distributed:
 
 
 def _sources() -> dict[str, str]:
-    from manifold.ingest.embedded import SOURCES
+    from manifold.deploy.compose.embedded import SOURCES
 
     return dict(SOURCES)
 

@@ -8,7 +8,8 @@ semantics as each library provides them:
   the event after the agent step and commits acked offsets in the background.
 
 Usage: .venv/bin/python bench/kafka_runtime.py [--messages 3000]
-(the stack must be up; uses MANIFOLD_* settings). Writes bench/results/kafka_runtime.json.
+(the stack must be up; uses MANIFOLD_* settings). faust-streaming is not part of the locked
+install: `.venv/bin/python -m pip install -e '.[bench]'` (or `faust-streaming==0.15.3`) first. Writes bench/results/kafka_runtime.json.
 """
 
 from __future__ import annotations

@@ -232,9 +232,9 @@ class Suite:
         log(f"{kind} {detail if detail else ''}")
 
     def client(self) -> Any:
-        from manifold.shared.cli import _upstream_client
+        from manifold.deploy.compose.distributed import upstream_client
 
-        return _upstream_client(self.settings)
+        return upstream_client(self.settings)
 
     def active(self) -> dict[str, int]:
         from reliability_checks import active_counts

@@ -49,13 +49,13 @@ def ingest_world(settings: Any) -> str:
     import tempfile
 
     from manifold.ingest import ROLES, lifecycle, sample_world, workers
-    from manifold.shared.cli import _upstream_client
+    from manifold.deploy.compose.distributed import upstream_client
 
     run = uuid.uuid4().hex[:8]
     tenant = f"b{run}-northstar"
     root = Path(tempfile.mkdtemp(prefix="serve-bench-"))
     written = sample_world.write_world(root)
-    client = _upstream_client(settings)
+    client = upstream_client(settings)
     report = client.publish_paths(tenant, [root / "northstar"])
     assert not report.rejected, report.rejected
     wanted = {p.relative_to(root / "northstar").as_posix() for p in written["northstar"]}

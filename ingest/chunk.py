@@ -35,10 +35,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from manifold.ingest.identifiers import find_identifiers, normalize_identifier
 from manifold.shared import ids
 from manifold.shared.artifacts import Chunk, ChunkedDocument, Element, ParsedDocument, Section
 from manifold.shared.errors import BadInput
+from manifold.shared.identifiers import find_identifiers, normalize_identifier
 
 CHUNKER_VERSION = "layout-2"
 MAX_CHUNKS = 35_000

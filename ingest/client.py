@@ -211,24 +211,3 @@ def _first_error(err: ValidationError) -> str:
 def count_files(paths: Iterable[Path]) -> int:
     return sum(1 for _ in _walk(paths))
 
-
-def kafka_upstream_client(settings: Any, client_id: str = "manifold-ingest-cli") -> UpstreamClient:
-    """The distributed profile's client: Kafka producer, PostgreSQL ledger and staging store,
-    signed as the configured upstream producer. Creates the pipeline topics if missing (with
-    the bounded retention of content topics). Raises `NoProducerKey` (a ValueError) before
-    anything connects when no producer key is configured or allowed."""
-    from manifold.shared.envelope_auth import signer_from_settings
-    from manifold.shared.kafka import ensure_topics, pipeline_topic_configs, producer_config
-    from manifold.shared.stores.ledger import PostgresVersionLedger
-    from manifold.shared.stores.postgres import PostgresStagingStore
-
-    signer = signer_from_settings(settings)
-    ensure_topics(settings.kafka.bootstrap_servers, topics.PIPELINE_TOPICS, topics.DEFAULT_PARTITIONS,
-                  pipeline_topic_configs(settings.kafka))
-    return UpstreamClient(
-        producer=Producer(producer_config(settings.kafka.bootstrap_servers, client_id)),
-        ledger=PostgresVersionLedger(settings.postgres.ingest_conninfo()),
-        staging=PostgresStagingStore.from_settings(settings),
-        max_document_bytes=settings.ingest.max_document_bytes,
-        signer=signer,
-    )

@@ -45,7 +45,6 @@ from dataclasses import dataclass, replace
 from datetime import date
 from typing import Any
 
-from manifold.ingest.identifiers import find_identifiers, identifier_kind, normalize_identifier
 from manifold.ingest.records import (
     ParsedRecord,
     RowIssue,
@@ -57,7 +56,6 @@ from manifold.ingest.records import (
     records_from_table,
 )
 from manifold.ingest.resolution import EntityResolver
-from manifold.ingest.vocabulary import GRAPH_SCHEMA_VERSION, entity_type_for_identifier_kind, validate_relation
 from manifold.shared import ids
 from manifold.shared.artifacts import (
     Chunk,
@@ -71,6 +69,8 @@ from manifold.shared.artifacts import (
 )
 from manifold.shared.errors import BadInput
 from manifold.shared.events import MetadataValue
+from manifold.shared.identifiers import find_identifiers, identifier_kind, normalize_identifier
+from manifold.shared.vocabulary import GRAPH_SCHEMA_VERSION, entity_type_for_identifier_kind, validate_relation
 
 EXTRACTION_VERSION = "rules-2"
 MAX_ISSUE_ROWS = 100

@@ -13,7 +13,7 @@ from manifold.shared.config import ManifoldSettings
 
 
 def build_ports(settings: ManifoldSettings) -> ReconcilePorts:
-    from manifold.ingest import vocabulary
+    from manifold.shared import vocabulary
     from manifold.shared.stores.elasticsearch import ElasticsearchTextIndex
     from manifold.shared.stores.embedding_cache_pg import PostgresEmbeddingCache
     from manifold.shared.stores.ledger import PostgresVersionLedger

@@ -72,9 +72,9 @@ from decimal import Context, Decimal, Inexact, InvalidOperation, Overflow
 from functools import partial
 from typing import Literal, TypeVar
 
-from manifold.ingest.identifiers import find_identifiers, identifier_kind, normalize_identifier
 from manifold.shared.artifacts import Provenance, Record, RecordLine
 from manifold.shared.events import MetadataValue
+from manifold.shared.identifiers import find_identifiers, identifier_kind, normalize_identifier
 
 RecordType = Literal["invoice", "credit_note", "order", "catalog_item"]
 DecimalMark = Literal[".", ","]

@@ -33,19 +33,14 @@ from dataclasses import dataclass, field
 
 from rapidfuzz import fuzz, process
 
-from manifold.ingest.identifiers import normalize_identifier
-from manifold.ingest.vocabulary import ENTITY_TYPES, is_organization
 from manifold.shared import ids
 from manifold.shared.artifacts import Entity, Provenance
 from manifold.shared.events import MetadataValue
+from manifold.shared.identifiers import normalize_identifier
+from manifold.shared.vocabulary import ENTITY_TYPES, LEGAL_SUFFIXES, is_organization
 
 FUZZY_THRESHOLD = 92.0
 
-LEGAL_SUFFIXES: frozenset[str] = frozenset({
-    "ab", "ag", "bv", "co", "company", "corp", "corporation", "gmbh", "inc", "incorporated", "kg",
-    "llc", "llp", "lp", "ltd", "limited", "nv", "oy", "plc", "pte", "pty", "sa", "sarl", "sas",
-    "spa", "srl",
-})
 
 _DROP = re.compile(r"[.'’`´]")
 _PUNCT = re.compile(r"[^\w\s]|_")

@@ -52,25 +52,52 @@ def _with_retries(setup: Callable[[], None]) -> None:
             setup()
 
 
+LOGIN_REFUSED = ('password authentication failed for user "manifold_ingest"', 'role "manifold_ingest" does not exist')
+"""PostgreSQL's words when a role cannot log in because it was never created."""
+
+
+def check_schema(settings: ManifoldSettings) -> None:
+    """Raise `SchemaNotReady` unless the database is at exactly this code's schema version.
+
+    The ingest role (`manifold_ingest`) is created by `manifold migrate`: before the first
+    migration PostgreSQL refuses its login ("password authentication failed for user
+    manifold_ingest"), which is reported as the unmigrated schema it is, with what to run.
+    """
+    import psycopg
+
+    from manifold.shared.stores import pg_schema
+
+    try:
+        have = pg_schema.current_version(settings.postgres.ingest_conninfo())
+    except psycopg.OperationalError as err:
+        if not any(words in str(err) for words in LOGIN_REFUSED):
+            raise
+        pg = settings.postgres
+        raise SchemaNotReady(
+            f"PostgreSQL at {pg.host}:{pg.port} refused the login of role manifold_ingest: the schema is not "
+            "migrated (the migration creates that role) or MANIFOLD_POSTGRES__INGEST_PASSWORD differs from the "
+            "password it was migrated with; run `manifold migrate`"
+        ) from None
+    if str(have) != pg_schema.PG_SCHEMA_VERSION:
+        raise SchemaNotReady(
+            f"database schema is at version {have}, this code needs {pg_schema.PG_SCHEMA_VERSION}; "
+            "run `manifold migrate`"
+        )
+
+
 def build_ports(settings: ManifoldSettings) -> pipeline.Ports:
     """Connect the adapters (the only place that does) and check the stores are ready."""
     for key, value in _OFFLINE.items():
         os.environ.setdefault(key, value)
-    from manifold.ingest import vocabulary
+    from manifold.shared import vocabulary
     from manifold.shared.embedding import SentenceTransformerEmbedder
-    from manifold.shared.stores import pg_schema
     from manifold.shared.stores.elasticsearch import ElasticsearchTextIndex
     from manifold.shared.stores.neo4j import Neo4jGraphStore
     from manifold.shared.stores.embedding_cache_pg import PostgresEmbeddingCache
     from manifold.shared.stores.embedding_pg import PostgresEmbeddingStore
     from manifold.shared.stores.postgres import PostgresRelationalStore, PostgresStagingStore
 
-    have = pg_schema.current_version(settings.postgres.ingest_conninfo())
-    if str(have) != pg_schema.PG_SCHEMA_VERSION:
-        raise SchemaNotReady(
-            f"database schema is at version {have}, this code needs {pg_schema.PG_SCHEMA_VERSION}; "
-            "run `manifold migrate`"
-        )
+    check_schema(settings)
     text = ElasticsearchTextIndex.from_settings(settings)
     _with_retries(text.ensure_index)
     graph = Neo4jGraphStore.from_settings(

@@ -39,6 +39,7 @@ class QueryTimeout(ManifoldError):
     def __init__(self, request_id: str, waited_s: float) -> None:
         super().__init__(f"no reply to {request_id} within {waited_s:.1f}s")
         self.request_id = request_id
+        self.waited_s = waited_s
 
 
 def mint_dev_token(settings: ManifoldSettings, tenant: str, subject: str = "cli") -> str:

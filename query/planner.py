@@ -26,8 +26,8 @@ import re
 from datetime import date
 from typing import Any
 
-from manifold.ingest.identifiers import identifier_kind, normalize_identifier
 from manifold.query.plan import Plan, validate_plan
+from manifold.shared.identifiers import identifier_kind, normalize_identifier
 
 _APPROVED = re.compile(r"\bapproved\b|\bvendors?\b|\bsuppliers? of\b", re.I)
 _AT_RISK = re.compile(r"\b(at risk|exposure|exposed|revenue)\b", re.I)

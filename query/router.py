@@ -44,11 +44,11 @@ from datetime import date
 from pydantic import BaseModel, ConfigDict, Field
 from rapidfuzz import fuzz, process
 
-from manifold.ingest.identifiers import find_identifiers, normalize_identifier
-from manifold.ingest.resolution import LEGAL_SUFFIXES
 from manifold.query.classifier import IntentClassifier
 from manifold.query.timephrases import TimeRange, find_time, time_spans
 from manifold.query.types import CatalogEntry, EntityKind, IntentScore, IntentType
+from manifold.shared.identifiers import find_identifiers, normalize_identifier
+from manifold.shared.vocabulary import LEGAL_SUFFIXES
 
 INTENT_THRESHOLD = 0.5
 MATCH_CUTOFF = 85.0

@@ -130,9 +130,9 @@ class GatewayBackend:
     def _client(self) -> Any:
         with self._lock:
             if self._upstream is None:
-                from manifold.ingest.client import kafka_upstream_client
+                from manifold.deploy.compose.distributed import upstream_client
 
-                self._upstream = kafka_upstream_client(self._settings, "manifold-serve")
+                self._upstream = upstream_client(self._settings, "manifold-serve")
             return self._upstream
 
     def publish(self, tenant_id: str, document_id: str, content: bytes, media_type: str) -> int | None:
@@ -182,8 +182,8 @@ class InProcessBackend:
     @classmethod
     def from_settings(cls, settings: ManifoldSettings) -> InProcessBackend:
         """Reach (or start) the embedded PostgreSQL, build and warm the answerer."""
+        from manifold.deploy.compose.embedded import prepare, warm_up
         from manifold.query.composition import build_answerer
-        from manifold.shared.cli_embedded import prepare, warm_up
 
         prepare(settings, quiet=True)
         answerer = build_answerer(settings)
@@ -199,7 +199,7 @@ class InProcessBackend:
     def _client(self) -> Any:
         with self._lock:
             if self._upstream is None:
-                from manifold.ingest.embedded import open_bus, upstream_client
+                from manifold.deploy.compose.embedded import open_bus, upstream_client
 
                 self._bus = open_bus(self._settings)
                 self._upstream = upstream_client(self._settings, self._bus)
@@ -209,7 +209,7 @@ class InProcessBackend:
 
     def _drive(self) -> None:
         """Run the in-process pipeline whenever something was published, until `close`."""
-        from manifold.ingest.embedded import EmbeddedPipeline, build_ports
+        from manifold.deploy.compose.embedded import EmbeddedPipeline, build_ports
 
         pipeline = None
         while not self._stop.is_set():

@@ -28,7 +28,6 @@ from typing import Any
 from elasticsearch import Elasticsearch
 from psycopg.rows import dict_row
 
-from manifold.ingest.identifiers import find_identifiers, normalize_identifier
 from manifold.query.evidence import (CHUNK_COLUMNS, StoreClock, chunk_evidence, es_errors, final_check,
                                      hit_from_es, hit_from_row, now_utc, pg_timeout_ms, record_evidence,
                                      require_list, unique)
@@ -36,6 +35,7 @@ from manifold.query.plan import ExactLookupParams
 from manifold.query.types import Evidence, Gap, StepResult, TextHit
 from manifold.shared.config import QuerySettings
 from manifold.shared.errors import Transient
+from manifold.shared.identifiers import find_identifiers, normalize_identifier
 from manifold.shared.stores.elasticsearch import ES_ALIAS
 from manifold.shared.stores.postgres import TenantConnections
 from manifold.shared.stores.serving import es_active_filter

@@ -43,7 +43,6 @@ import neo4j
 import psycopg
 from neo4j import exceptions as neo4j_errors
 
-from manifold.ingest.vocabulary import RELATIONS
 from manifold.query.plan import HOP_CAP, GraphExpandParams, Relation
 from manifold.query.types import Evidence, Gap, StepResult
 from manifold.shared.config import ManifoldSettings
@@ -51,6 +50,7 @@ from manifold.shared.errors import Transient
 from manifold.shared.stores.manifest import check_tenant
 from manifold.shared.stores.postgres import TenantConnections
 from manifold.shared.stores.serving import active_versions, check_hits_active, cypher_active
+from manifold.shared.vocabulary import RELATIONS
 
 __all__ = ["ALLOWED_RELATIONS", "PATHS_PER_TARGET", "TEMPLATES", "GraphExpandExecutor", "graph_result", "validate_relations"]
 

@@ -32,7 +32,7 @@ class World:
 @pytest.fixture(scope="session")
 def world(settings: ManifoldSettings, kafka_bootstrap: str, pg_conninfo: str, es_client, neo4j_driver,
           tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    from manifold.shared.cli import _upstream_client
+    from manifold.deploy.compose.distributed import upstream_client
 
     s = test_settings(settings)
     migrate(s)
@@ -40,7 +40,7 @@ def world(settings: ManifoldSettings, kafka_bootstrap: str, pg_conninfo: str, es
     tenants = {name: f"w{run}-{name}" for name in sample_world.TENANTS}
     root = tmp_path_factory.mktemp("world")
     written = sample_world.write_world(root)
-    client = _upstream_client(s)
+    client = upstream_client(s)
     ports = lifecycle.build_ports(s)
     documents: dict[str, tuple[str, ...]] = {}
     with running_workers(s) as errors:

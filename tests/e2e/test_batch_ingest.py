@@ -36,8 +36,7 @@ class TextIndexWithOutage(PostgresTextIndex):
 
 @pytest.fixture(scope="module")
 def world(settings: ManifoldSettings, pg_conninfo: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from manifold.ingest.embedded import EmbeddedPipeline, build_ports, open_bus, upstream_client
-    from manifold.shared.cli_embedded import prepare
+    from manifold.deploy.compose.embedded import EmbeddedPipeline, build_ports, open_bus, prepare, upstream_client
     from manifold.shared.config import EmbeddedSettings, IngestSettings
 
     s = settings.model_copy(update={
@@ -69,7 +68,7 @@ def _state(settings: ManifoldSettings, tenant: str) -> dict[str, Any]:
 
 
 def test_a_mixed_batch_publishes_the_good_and_dead_letters_each_bad_one_with_its_reason(world) -> None:
-    from manifold.ingest.embedded import SOURCES
+    from manifold.deploy.compose.embedded import SOURCES
     from manifold.shared import topics
     from manifold.shared.bus import Record, redeliver
 

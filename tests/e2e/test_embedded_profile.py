@@ -26,8 +26,8 @@ class Embedded:
 
 @pytest.fixture(scope="module")
 def embedded(settings: ManifoldSettings, pg_conninfo: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Embedded]:
-    from manifold.shared import quickstart
-    from manifold.shared.cli_embedded import prepare
+    from manifold.deploy.cli import quickstart
+    from manifold.deploy.compose.embedded import prepare
     from manifold.shared.config import EmbeddedSettings, IngestSettings
 
     root = tmp_path_factory.mktemp("embedded")
@@ -41,7 +41,7 @@ def embedded(settings: ManifoldSettings, pg_conninfo: str, tmp_path_factory: pyt
 
 
 def test_every_quickstart_question_is_answered_correctly(embedded: Embedded) -> None:
-    from manifold.shared import quickstart
+    from manifold.deploy.cli import quickstart
 
     results = quickstart.ask_all(embedded.settings, embedded.world, out=lambda _: None)  # type: ignore[arg-type]
     assert len(results) == 9
@@ -52,7 +52,7 @@ def test_every_quickstart_question_is_answered_correctly(embedded: Embedded) -> 
 
 
 def test_ingesting_again_is_idempotent(embedded: Embedded) -> None:
-    from manifold.shared import quickstart
+    from manifold.deploy.cli import quickstart
 
     lines: list[str] = []
     quickstart.ingest_world(embedded.settings, {"northstar": f"{embedded.prefix}northstar",
@@ -68,7 +68,7 @@ def _env(monkeypatch: pytest.MonkeyPatch, embedded: Embedded) -> None:
 
 def test_cli_ingest_ask_status_delete_reconcile_in_process(embedded: Embedded, monkeypatch: pytest.MonkeyPatch,
                                                            capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    from manifold.shared.cli import main
+    from manifold.deploy.cli import main
 
     _env(monkeypatch, embedded)
     tenant = f"{embedded.prefix}cli"
@@ -103,7 +103,7 @@ def test_cli_ingest_ask_status_delete_reconcile_in_process(embedded: Embedded, m
 def test_quickstart_command_answers_for_the_sample_world(embedded: Embedded, monkeypatch: pytest.MonkeyPatch,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     """`manifold ask --profile embedded` against the quickstart's data (as of the world's date)."""
-    from manifold.shared.cli import main
+    from manifold.deploy.cli import main
 
     _env(monkeypatch, embedded)
     code = main(["ask", "What was Northstar Manufacturing's total spend on Monitoring Products from approved "

@@ -79,10 +79,10 @@ def stack(settings: ManifoldSettings, kafka_bootstrap: str, pg_conninfo: str, es
           ) -> Iterator[dict]:
     s = test_settings(settings)
     migrate(s)
-    from manifold.shared.cli import _upstream_client
+    from manifold.deploy.compose.distributed import upstream_client
 
     with running_workers(s) as errors:
-        yield {"settings": s, "client": _upstream_client(s), "ports": lifecycle.build_ports(s), "errors": errors}
+        yield {"settings": s, "client": upstream_client(s), "ports": lifecycle.build_ports(s), "errors": errors}
 
 
 def _states(ports, tenant: str, doc: str) -> dict[int, str]:
@@ -134,7 +134,7 @@ def test_delete_then_gc_leaves_the_content_nowhere_and_purge_tenant_erases_a_ten
         assert int(config["segment.ms"].value) <= 24 * 3600 * 1000, resource
 
     # purge-tenant: refused without the typed confirmation, then erases the keeper everywhere.
-    from manifold.shared.cli import main
+    from manifold.deploy.cli import main
 
     monkeypatch.setattr("builtins.input", lambda _prompt: "not-the-tenant")
     assert main(["purge-tenant", keeper]) == 1
@@ -151,7 +151,7 @@ def test_delete_then_gc_leaves_the_content_nowhere_and_purge_tenant_erases_a_ten
 @pytest.fixture
 def embedded_env(settings: ManifoldSettings, pg_conninfo: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                  ) -> ManifoldSettings:
-    from manifold.shared.cli_embedded import prepare
+    from manifold.deploy.compose.embedded import prepare
     from manifold.shared.config import EmbeddedSettings, IngestSettings
 
     s = settings.model_copy(update={"profile": "embedded", "embedded": EmbeddedSettings(dir=tmp_path / "emb"),
@@ -167,7 +167,7 @@ def embedded_env(settings: ManifoldSettings, pg_conninfo: str, tmp_path: Path, m
 
 def test_embedded_delete_erases_content_from_every_table_bus_and_dlq_included(
         embedded_env: ManifoldSettings, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from manifold.shared.cli import main
+    from manifold.deploy.cli import main
 
     s = embedded_env
     victim, keeper = f"erase-e{uuid.uuid4().hex[:8]}", f"keep-e{uuid.uuid4().hex[:8]}"

@@ -17,9 +17,9 @@ from manifold.shared.config import ManifoldSettings
 
 def _active(settings: ManifoldSettings, tenant: str) -> dict[str, int]:
     from manifold.ingest import lifecycle
-    from manifold.shared import cli_embedded
+    from manifold.deploy.compose import embedded as embedded_root
 
-    ports = cli_embedded.lifecycle_ports(settings)
+    ports = embedded_root.prepared_lifecycle_ports(settings)
     docs = lifecycle.status(ports, [tenant])["documents"]
     return {d["document_id"]: d["active_version"] for d in docs if d["active_version"] is not None}
 
@@ -38,7 +38,7 @@ def _wait_for(settings: ManifoldSettings, tenant: str, expected: dict[str, int],
 def test_watch_follows_add_change_rename_delete_restore(settings: ManifoldSettings, pg_conninfo: str,
                                                          tmp_path: Path) -> None:
     from manifold.ingest import sync
-    from manifold.shared import cli_embedded
+    from manifold.deploy.compose import embedded as embedded_root
     from manifold.shared.config import EmbeddedSettings, IngestSettings
 
     s = settings.model_copy(update={"profile": "embedded", "embedded": EmbeddedSettings(dir=tmp_path / "state"),
@@ -50,7 +50,7 @@ def test_watch_follows_add_change_rename_delete_restore(settings: ManifoldSettin
     (folder / "policy.md").write_text("# Travel policy\n\nEconomy class for flights under six hours.\n")
 
     reports: list[sync.SyncReport] = []
-    sync_round, close = cli_embedded.sync_round(s, tenant, folder)
+    sync_round, close = embedded_root.sync_round(s, tenant, folder)
     stop = threading.Event()
     watcher = threading.Thread(target=sync.watch, args=(sync_round, folder, stop),
                                kwargs={"debounce_ms": 200, "rescan_s": 30, "on_report": reports.append},
@@ -83,7 +83,7 @@ def test_watch_follows_add_change_rename_delete_restore(settings: ManifoldSettin
     assert republished.count("travel.md") == 1 and republished.count("notes/new.txt") == 1, republished
 
     # A restart publishes nothing: the ledger is the sync's state.
-    sync_round, close = cli_embedded.sync_round(s, tenant, folder)
+    sync_round, close = embedded_root.sync_round(s, tenant, folder)
     try:
         again = sync_round()
     finally:

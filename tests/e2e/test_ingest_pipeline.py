@@ -40,10 +40,10 @@ def stack(settings: ManifoldSettings, kafka_bootstrap: str, pg_conninfo: str, es
     s = test_settings(settings)
     migrate(s)
     ports = workers.build_ports(s)  # creates indexes and constraints before the workers start
-    from manifold.shared.cli import _upstream_client
+    from manifold.deploy.compose.distributed import upstream_client
 
     with running_workers(s) as errors:
-        yield {"settings": s, "client": _upstream_client(s), "ports": ports, "errors": errors}
+        yield {"settings": s, "client": upstream_client(s), "ports": ports, "errors": errors}
 
 
 def _notices(bootstrap: str, tenant: str) -> list[LoadNotice]:
@@ -230,7 +230,7 @@ def test_unsigned_missigned_and_out_of_scope_events_are_unauthorized(stack: dict
     signed with the wrong key, or signed by a producer not allowed the tenant are dead-lettered as
     `unauthorized` and load nothing; `manifold ingest` signs (its document loads) and refuses a
     symbolic link to a host file with the reason."""
-    from manifold.shared.cli import main
+    from manifold.deploy.cli import main
     from manifold.shared.config import DEV_PRODUCER_ID
     from manifold.shared.envelope_auth import sign
     from manifold.shared.events import upserted

@@ -27,10 +27,10 @@ def stack(settings: ManifoldSettings, kafka_bootstrap: str, pg_conninfo: str, es
     assert "publish" in ROLES
     _skip_backlog(kafka_bootstrap, "manifold.publish", topics.PUBLISH)
     ports = lifecycle.build_ports(s)
-    from manifold.shared.cli import _upstream_client
+    from manifold.deploy.compose.distributed import upstream_client
 
     with running_workers(s) as errors:
-        yield {"client": _upstream_client(s), "ports": ports, "errors": errors}
+        yield {"client": upstream_client(s), "ports": ports, "errors": errors}
 
 
 def _skip_backlog(bootstrap: str, group: str, topic: str) -> None:

@@ -50,11 +50,11 @@ def test_fixed_poison_replays_once(settings: ManifoldSettings, kafka_bootstrap: 
 
     monkeypatch.setattr(pipeline, "run_extract", extract_with_a_bug)
     with running_workers(s) as errors:
-        from manifold.shared.cli import _upstream_client
+        from manifold.deploy.compose.distributed import upstream_client
 
         content = (b"# Supply agreement CTR-2026-0042\n\nCompany A has approved Supplier Beta as an approved "
                    b"vendor from 2026-01-01 to 2026-12-31.\n\n- Supplier Beta supplies PRD-482.\n")
-        assert _upstream_client(s).publish_bytes(tenant, doc, content, "text/markdown") == 1
+        assert upstream_client(s).publish_bytes(tenant, doc, content, "text/markdown") == 1
         wait_for("the poison dead letter",
               lambda: any(d.document_id == doc and d.error_kind == "poison"
                           for d in dead_letters(kafka_bootstrap, tenant)), errors)
@@ -90,7 +90,7 @@ def test_poison_of_any_shape_on_kafka_is_dead_lettered_and_the_worker_goes_on(
     message is dead-lettered with a reason, and the good one still publishes."""
     from confluent_kafka import Producer
 
-    from manifold.shared.cli import _upstream_client
+    from manifold.deploy.compose.distributed import upstream_client
     from manifold.shared.kafka import producer_config
 
     s = test_settings(settings)
@@ -113,7 +113,7 @@ def test_poison_of_any_shape_on_kafka_is_dead_lettered_and_the_worker_goes_on(
         producer.produce(topics.DOCUMENTS, key=key, value=value)
     assert producer.flush(30) == 0
     with running_workers(s) as errors:
-        assert _upstream_client(s).publish_bytes(tenant, doc, b"# After\n\nThe good document behind the poison.\n",
+        assert upstream_client(s).publish_bytes(tenant, doc, b"# After\n\nThe good document behind the poison.\n",
                                                  "text/markdown") == 1
         wait_for("the good document behind the poison to load",
                  lambda: len(load_notices(kafka_bootstrap, tenant, doc)) >= 1, errors)

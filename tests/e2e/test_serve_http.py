@@ -89,10 +89,10 @@ def _distributed(request: pytest.FixtureRequest) -> Iterator[Served]:
 
 
 def _embedded(request: pytest.FixtureRequest) -> Iterator[Served]:
+    from manifold.deploy.cli import quickstart
+    from manifold.deploy.compose.embedded import prepare
     from manifold.deploy.serve.backend import InProcessBackend
     from manifold.deploy.serve.run import build
-    from manifold.shared import quickstart
-    from manifold.shared.cli_embedded import prepare
     from manifold.shared.config import EmbeddedSettings, IngestSettings
 
     settings = request.getfixturevalue("settings")

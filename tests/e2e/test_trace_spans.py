@@ -28,13 +28,13 @@ def spans() -> InMemorySpanExporter:
 
 @pytest.fixture(scope="module")
 def embedded(settings: ManifoldSettings, pg_conninfo: str, tmp_path_factory: pytest.TempPathFactory) -> ManifoldSettings:
-    from manifold.shared import cli_embedded
+    from manifold.deploy.compose import embedded as embedded_root
     from manifold.shared.config import EmbeddedSettings, IngestSettings
 
     s = settings.model_copy(update={"profile": "embedded",
                                     "embedded": EmbeddedSettings(dir=tmp_path_factory.mktemp("trace")),
                                     "ingest": IngestSettings(metrics_port=0, max_attempts=2)})
-    cli_embedded.prepare(s, quiet=True)
+    embedded_root.prepare(s, quiet=True)
     return s
 
 
@@ -43,15 +43,15 @@ TENANT = f"trace-{uuid.uuid4().hex[:8]}"
 
 def test_a_document_version_is_one_trace_across_every_stage(embedded: ManifoldSettings,
                                                              spans: InMemorySpanExporter) -> None:
-    from manifold.ingest.embedded import open_bus, upstream_client
-    from manifold.shared import cli_embedded
+    from manifold.deploy.compose.embedded import open_bus, upstream_client
+    from manifold.deploy.compose import embedded as embedded_root
 
     s, tenant, doc = embedded, TENANT, "memo.md"
     bus = open_bus(s)
     try:
         version = upstream_client(s, bus).publish_bytes(
             tenant, doc, b"# Memo\n\nThe loading dock closes at 17:00 on Fridays.\n", "text/markdown")
-        drained = cli_embedded.drive(s, bus, quiet=True)
+        drained = embedded_root.drive(s, bus, quiet=True)
     finally:
         bus.close()
     assert version == 1 and not drained.dead_letters
@@ -71,10 +71,10 @@ def test_a_document_version_is_one_trace_across_every_stage(embedded: ManifoldSe
 
 def test_a_question_is_one_trace_with_a_span_per_plan_step(embedded: ManifoldSettings,
                                                             spans: InMemorySpanExporter) -> None:
-    from manifold.shared import cli_embedded
+    from manifold.deploy.compose import embedded as embedded_root
 
     spans.clear()
-    reply = cli_embedded.answer(embedded, TENANT, "When does the loading dock close on Fridays?", None)
+    reply = embedded_root.answer(embedded, TENANT, "When does the loading dock close on Fridays?", None)
     assert reply.status in {"answered", "partial"}, reply
     finished = spans.get_finished_spans()
     [query] = [sp for sp in finished if sp.name == "query"]
@@ -92,7 +92,7 @@ def test_manifold_trace_prints_every_step_of_the_version(embedded: ManifoldSetti
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
-    from manifold.shared.cli import main
+    from manifold.deploy.cli import main
 
     monkeypatch.setenv("MANIFOLD_PROFILE", "embedded")
     monkeypatch.setenv("MANIFOLD_EMBEDDED__DIR", str(embedded.embedded.dir))

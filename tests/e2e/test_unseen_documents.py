@@ -43,8 +43,7 @@ class Folder:
 
 @pytest.fixture(scope="module")
 def folder(settings: ManifoldSettings, pg_conninfo: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Folder]:
-    from manifold.ingest.embedded import lifecycle_ports, open_bus, upstream_client
-    from manifold.shared.cli_embedded import drive, prepare
+    from manifold.deploy.compose.embedded import drive, lifecycle_ports, open_bus, prepare, upstream_client
     from manifold.shared.config import EmbeddedSettings, IngestSettings
 
     root = tmp_path_factory.mktemp("unseen")

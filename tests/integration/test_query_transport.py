@@ -242,7 +242,7 @@ class ClarifyAnswerer(EchoAnswerer):
 
 def test_cli_ask_with_a_clarify_turn(qsettings: ManifoldSettings, monkeypatch, tmp_path, capsys) -> None:
     """`manifold ask` end to end: clarify stores the continuation (0600), --choice sends it back."""
-    from manifold.shared.cli import main
+    from manifold.deploy.cli import main
 
     monkeypatch.setenv("MANIFOLD_QUERY__REQUEST_TOPIC", qsettings.query.request_topic)
     monkeypatch.setenv("MANIFOLD_QUERY__REPLY_TOPIC", qsettings.query.reply_topic)

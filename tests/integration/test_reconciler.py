@@ -16,7 +16,7 @@ from manifold.ingest import load
 from manifold.ingest.notices import payload_key
 from manifold.ingest.publisher import delete, publish
 from manifold.ingest.reconciler import ReconcilePorts, reconcile
-from manifold.shared.cli import main
+from manifold.deploy.cli import main
 from manifold.shared.events import DocumentDeleted
 from manifold.shared.stores import pg_schema
 from manifold.shared.stores.elasticsearch import ES_INDEX, ElasticsearchTextIndex

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from manifold.shared.cli import main
+from manifold.deploy.cli import main
 
 
 def test_sync_publishes_changes_and_deletes_gone_files(kafka_bootstrap: str, pg_conninfo: str, tmp_path: Path,

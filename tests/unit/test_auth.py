@@ -239,7 +239,7 @@ def test_a_worker_without_a_key_refuses_to_start(tmp_path) -> None:
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("MANIFOLD_QUERY__")}
     env.update(MANIFOLD_QUERY__METRICS_PORT="0", MANIFOLD_KAFKA__PORT="1")
-    proc = subprocess.run([sys.executable, "-m", "manifold.shared.cli", "workers", "--roles", "query"],
+    proc = subprocess.run([sys.executable, "-m", "manifold.deploy.cli", "workers", "--roles", "query"],
                           env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert "no token key configured" in proc.stderr and "Traceback" not in proc.stderr

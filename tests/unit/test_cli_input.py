@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from manifold.shared.cli import main
+from manifold.deploy.cli import main
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:

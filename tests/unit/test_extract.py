@@ -11,8 +11,6 @@ import pytest
 
 from factories import pipeline_versions
 from manifold.ingest.extract import EXTRACTION_VERSION, handle, parse_aliases, sentences
-from manifold.ingest.identifiers import find_identifiers
-from manifold.ingest.vocabulary import GRAPH_SCHEMA_VERSION, validate_relation
 from manifold.shared import ids
 from manifold.shared.artifacts import (
     Chunk,
@@ -24,6 +22,8 @@ from manifold.shared.artifacts import (
     Section,
 )
 from manifold.shared.errors import BadInput
+from manifold.shared.identifiers import find_identifiers
+from manifold.shared.vocabulary import GRAPH_SCHEMA_VERSION, validate_relation
 
 TENANT = "acme"
 PROCUREMENT = (

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from manifold.ingest.identifiers import find_identifiers, identifier_kind, normalize_identifier
+from manifold.shared.identifiers import find_identifiers, identifier_kind, normalize_identifier
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
-from manifold.shared.cli_embedded import local_continuation_key
+from manifold.deploy.compose.embedded import local_continuation_key
 from manifold.shared.config import EmbeddedSettings, ManifoldSettings, QuerySettings
 
 

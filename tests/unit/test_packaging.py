@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from manifold.dlq_tools.cli import main as dlq_main
-from manifold.shared.cli import main as manifold_main
+from manifold.deploy.cli import main as manifold_main
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -46,7 +46,7 @@ def test_importing_the_package_connects_to_nothing() -> None:
         "import socket\n"
         "def refuse(*a, **k): raise AssertionError('network touched at import time')\n"
         "socket.socket.connect = refuse\n"
-        "import manifold.shared.config, manifold.shared.cli, manifold.deploy.local.stack, manifold.dlq_tools.cli\n"
+        "import manifold.shared.config, manifold.deploy.cli, manifold.deploy.local.stack, manifold.dlq_tools.cli\n"
         "manifold.shared.config.ManifoldSettings()\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -6,8 +6,8 @@ from datetime import date
 
 import pytest
 
-from manifold.ingest.identifiers import PREFIXES
-from manifold.ingest.vocabulary import (
+from manifold.shared.identifiers import PREFIXES
+from manifold.shared.vocabulary import (
     ENTITY_TYPES,
     GRAPH_SCHEMA_VERSION,
     RELATIONS,

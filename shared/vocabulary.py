@@ -10,6 +10,9 @@ Guarantees:
   them.
 - `GRAPH_SCHEMA_VERSION` names this exact vocabulary; change it whenever a type, direction or
   rule changes, so derived graph artifacts get new ids instead of mixing with the old ones.
+- `LEGAL_SUFFIXES` are the company-form words both sides read the same way: ingestion drops them
+  from organisation names when it keys entities (`ingest.resolution.canonical_key`), the query
+  router drops them from organisation mentions and never treats them as a name of their own.
 """
 
 from __future__ import annotations
@@ -19,6 +22,13 @@ from dataclasses import dataclass
 from datetime import date
 
 GRAPH_SCHEMA_VERSION = "graph-1"
+
+LEGAL_SUFFIXES: frozenset[str] = frozenset({
+    "ab", "ag", "bv", "co", "company", "corp", "corporation", "gmbh", "inc", "incorporated", "kg",
+    "llc", "llp", "lp", "ltd", "limited", "nv", "oy", "plc", "pte", "pty", "sa", "sarl", "sas",
+    "spa", "srl",
+})
+"""Trailing legal-form words of organisation names (`ACME Inc.` and `Acme Ltd` are one `acme`)."""
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ Re-running is idempotent (unchanged files publish nothing; the questions are ask
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from collections.abc import Callable
@@ -155,9 +156,9 @@ def checks() -> tuple[Check, ...]:
 
 
 def render(reply: Any) -> str:
-    from manifold.shared.cli import _render_reply
+    from manifold.deploy.cli.ask import render_reply
 
-    return _render_reply(reply, session=None)
+    return render_reply(reply, session=None)
 
 
 def ingest_world(settings: ManifoldSettings, tenants: dict[str, str], *, quiet: bool = False,
@@ -166,10 +167,9 @@ def ingest_world(settings: ManifoldSettings, tenants: dict[str, str], *, quiet: 
     the pipeline in-process until every document is active. Returns the tenants' document ids."""
     from tqdm import tqdm
 
+    from manifold.deploy.compose.embedded import drive, lifecycle_ports, open_bus, upstream_client
     from manifold.ingest import sample_world
     from manifold.ingest.client import count_files
-    from manifold.ingest.embedded import lifecycle_ports, open_bus, upstream_client
-    from manifold.shared.cli_embedded import drive
 
     root = settings.embedded.dir.resolve() / "sample"
     written = sample_world.write_world(root)
@@ -208,9 +208,9 @@ def ingest_world(settings: ManifoldSettings, tenants: dict[str, str], *, quiet: 
 def ask_all(settings: ManifoldSettings, world: Tenants, *, out: Callable[[str], None] = print,
             answerer: Any = None) -> list[tuple[Check, Any, list[str]]]:
     """Ask every check's question as its tenant (in-process) and judge the reply."""
+    from manifold.deploy.compose.embedded import answer, warm_up
     from manifold.ingest.sample_world import AS_OF
     from manifold.query.composition import build_answerer
-    from manifold.shared.cli_embedded import answer, warm_up
 
     as_of = datetime.combine(AS_OF, datetime.min.time(), UTC)
     own = answerer is None
@@ -245,14 +245,14 @@ def serve_command(settings: ManifoldSettings) -> str:
 
 def run(settings: ManifoldSettings, *, reset: bool = False, quiet: bool = False,
         out: Callable[[str], None] = print, tenant_prefix: str = "") -> int:
-    from manifold.ingest import embedded, sample_world
-    from manifold.shared.cli_embedded import prepare
+    from manifold.deploy.compose import embedded
+    from manifold.ingest import sample_world
 
     started = time.monotonic()
     settings = settings.model_copy(update={"profile": "embedded"})
     if reset:
         embedded.reset(settings, say=out)
-    prepare(settings, quiet)
+    embedded.prepare(settings, quiet)
     out(f"embedded profile: data in {settings.embedded.dir.resolve()}, PostgreSQL at "
         f"{settings.postgres.host}:{settings.postgres.port}")
     world = ingest_world(settings, {name: f"{tenant_prefix}{name}" for name in sample_world.TENANTS},
@@ -265,3 +265,28 @@ def run(settings: ManifoldSettings, *, reset: bool = False, quiet: bool = False,
         out("next: manifold ask --profile embedded --tenant northstar \"Find invoice INV-2026-0211\"")
         out(f"serve the sample world over HTTP and MCP: {serve_command(settings)}")
     return 1 if failed else 0
+
+
+def _quickstart(args: argparse.Namespace) -> int:
+    from manifold.shared.config import ManifoldSettings
+
+    settings = ManifoldSettings(profile="embedded")
+    if not settings.query.allow_dev_key:  # the quickstart is local by definition: opt in, and say so
+        settings = settings.model_copy(update={"query": settings.query.model_copy(update={"allow_dev_key": True})})
+    print("manifold quickstart: development keys enabled (query.allow_dev_key=true): events are signed and "
+          "continuations sealed with the built-in development keys. Local use only; to run `manifold ingest/ask "
+          "--profile embedded` by hand afterwards, export MANIFOLD_QUERY__ALLOW_DEV_KEY=true.", file=sys.stderr)
+    return run(settings, reset=args.reset, quiet=args.quiet, out=print)
+
+
+def register(sub: Any) -> None:
+    quickstart = sub.add_parser(
+        "quickstart",
+        help="embedded profile: ingest the sample world and answer one question of every class, checked",
+        description="Starts PostgreSQL in MANIFOLD_EMBEDDED__DIR (default .manifold/) unless one answers on "
+        "MANIFOLD_POSTGRES__PORT, ingests the two-tenant sample world in-process, asks one question per class "
+        "and checks each answer. Exit 1 if any answer is wrong. Idempotent; --reset starts clean.",
+    )
+    quickstart.add_argument("--reset", action="store_true", help="stop and delete the embedded data directory first")
+    quickstart.add_argument("--quiet", action="store_true", help="no progress bars")
+    quickstart.set_defaults(run=_quickstart)

