@@ -32,6 +32,7 @@ Guarantees:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -193,7 +194,8 @@ def _table_chunks(table: Element, max_chars: int) -> list[str]:
     header_cells, body = grid[0], grid[1:]
     header = " | ".join(header_cells)
     if len(header) > max_chars:  # too wide to head any chunk: every row goes out in column slices
-        return [c for cells in (body or [None]) for c in _row_slices(header_cells, cells, max_chars)]
+        rows: Sequence[list[str] | None] = body or [None]  # no body: the header alone
+        return [c for cells in rows for c in _row_slices(header_cells, cells, max_chars)]
     chunks: list[str] = []
     current, size = [header], len(header)
     for cells in body:

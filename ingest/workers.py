@@ -15,9 +15,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from confluent_kafka import Consumer, Producer
-from tenacity import Retrying
 from pydantic import BaseModel, ValidationError
+from tenacity import Retrying
 
+from manifold.ingest import EXTRA_ROLES as EXTRA_ROLES  # re-exported: the roles `manifold workers` offers
+from manifold.ingest import ROLES as ROLES
 from manifold.ingest import pipeline
 from manifold.ingest.notices import StageNotice
 from manifold.ingest.runner import BatchPolicy, Output, RetryPolicy, StageRunner, StageSpec
@@ -29,8 +31,6 @@ from manifold.shared.events import DocumentDeleted, DocumentUpserted, parse_even
 from manifold.shared.kafka import consumer_config, ensure_topics, pipeline_topic_configs, producer_config
 
 log = logging.getLogger(__name__)
-
-from manifold.ingest import EXTRA_ROLES, ROLES  # noqa: E402  (re-exported)
 
 # Models come from installed packages only (unstructured's own opt-outs are set by parse_formats).
 _OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
@@ -60,9 +60,9 @@ def build_ports(settings: ManifoldSettings) -> pipeline.Ports:
     from manifold.shared.embedding import SentenceTransformerEmbedder
     from manifold.shared.stores import pg_schema
     from manifold.shared.stores.elasticsearch import ElasticsearchTextIndex
-    from manifold.shared.stores.neo4j import Neo4jGraphStore
     from manifold.shared.stores.embedding_cache_pg import PostgresEmbeddingCache
     from manifold.shared.stores.embedding_pg import PostgresEmbeddingStore
+    from manifold.shared.stores.neo4j import Neo4jGraphStore
     from manifold.shared.stores.postgres import PostgresRelationalStore, PostgresStagingStore
 
     have = pg_schema.current_version(settings.postgres.ingest_conninfo())

@@ -164,6 +164,13 @@ DEV_TOKEN_KEY = "manifold-dev-only-signing-key-change-me-0000"
 `query.allow_dev_key` is true (default false)."""
 
 
+FusionMethod = Literal["rrf", "minmax", "zscore"]
+
+
+def _rrf_for_every_class() -> dict[str, FusionMethod]:
+    return {"default": "rrf", "exact": "rrf", "lexical": "rrf", "semantic": "rrf"}
+
+
 class QuerySettings(_Section):
     """Query workers: the request/reply protocol, tokens, budgets, caps and fusion weights."""
 
@@ -204,8 +211,8 @@ class QuerySettings(_Section):
         },
         description="per query class: RRF weight per branch",
     )
-    fusion_method: dict[str, Literal["rrf", "minmax", "zscore"]] = Field(
-        default_factory=lambda: {"default": "rrf", "exact": "rrf", "lexical": "rrf", "semantic": "rrf"},
+    fusion_method: dict[str, FusionMethod] = Field(
+        default_factory=_rrf_for_every_class,
         description="per query class: weighted RRF (rrf_k, rrf_weights) or normalised score fusion "
                     "(per-branch min-max or z-score, score_weights); a class not listed uses `default`",
     )

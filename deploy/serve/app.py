@@ -199,11 +199,11 @@ def create_app(settings: ManifoldSettings, backend: Backend, verifier: TokenVeri
                              retry_after(2)) from None
 
     # -- the API -----------------------------------------------------------------------------
-    problems = {401: {"description": "missing, expired or forged token"},
+    problems: dict[int | str, dict[str, Any]] = {401: {"description": "missing, expired or forged token"},
                 400: {"description": "the request names a tenant"}, 413: {"description": "body too large"},
                 429: {"description": "rate limited"}, 504: {"description": "no reply by the deadline"}}
 
-    @app.post("/v1/ask", response_model=QueryReply, tags=["query"], responses=problems)  # type: ignore[arg-type]
+    @app.post("/v1/ask", response_model=QueryReply, tags=["query"], responses=problems)
     def ask(body: AskBody, auth: tuple[Principal, str] = reader) -> QueryReply:
         """Ask a question (or answer a clarification with `continuation` + `choice`); returns the reply
         envelope of the Kafka protocol with its status, answer, typed result, evidence, gaps and trace."""
@@ -212,7 +212,7 @@ def create_app(settings: ManifoldSettings, backend: Backend, verifier: TokenVeri
         return _answer(_request(body.deadline_ms, question=body.question, session_id=body.session_id,
                                 continuation=body.continuation, choice=body.choice, as_of=body.as_of), auth)
 
-    @app.post("/v1/plan", response_model=QueryReply, tags=["query"], responses=problems)  # type: ignore[arg-type]
+    @app.post("/v1/plan", response_model=QueryReply, tags=["query"], responses=problems)
     def plan(body: PlanBody, auth: tuple[Principal, str] = reader) -> QueryReply:
         """Run an explicit plan (the plan IR of `query.plan`); an invalid plan is answered `refused`."""
         return _answer(_request(body.deadline_ms, plan=body.plan, as_of=body.as_of), auth)

@@ -97,7 +97,8 @@ def _date_text(value: Any) -> str | None:
     if value is None:
         return None
     iso = getattr(value, "iso_format", None)  # neo4j.time.Date
-    return iso() if iso is not None else value.isoformat()
+    text: str = iso() if iso is not None else value.isoformat()
+    return text
 
 
 def _digest(*parts: Any) -> str:

@@ -46,7 +46,9 @@ def _version_of(value: bytes) -> int | None:
         return None
     if not isinstance(data, dict):
         return None
-    doc = data.get("doc") if isinstance(data.get("doc"), dict) else data
+    doc = data.get("doc")
+    if not isinstance(doc, dict):
+        doc = data
     version = doc.get("version")
     return version if isinstance(version, int) and not isinstance(version, bool) else None
 
