@@ -195,7 +195,7 @@ class RateLimiter:
 
 
 def replay(entries: Sequence[Entry], producer: Producer, log: ActionLog, make_action: Callable[[Entry], DlqAction],
-           limiter: RateLimiter, on_sent: Callable[[int], None] = lambda n: None,
+           limiter: RateLimiter, on_sent: Callable[[int], object] = lambda n: None,
            window: int = 100, timeout_s: float = 60.0) -> ReplayReport:
     """Re-produce each entry's original key and value (byte for byte) to its source topic, with
     a `x-manifold-replay-of` header; record the acknowledged ones in the action log."""

@@ -63,8 +63,8 @@ def write_live_configs(doc: ExtractedDocument, store: ParallelVectorStore, embed
 
 
 def backfill(store, embedders: ConfigEmbedders, config: str, tenant_id: str, *,  # type: ignore[no-untyped-def]
-             batch_size: int = 64, progress: Callable[[int], None] | None = None,
-             on_total: Callable[[int], None] | None = None) -> int:
+             batch_size: int = 64, progress: Callable[[int], object] | None = None,
+             on_total: Callable[[int], object] | None = None) -> int:
     """Give every chunk of the tenant's non-retired versions a current vector for `config`;
     returns how many were embedded. Safe to interrupt and rerun (it resumes where vectors are
     missing) and to run while ingestion writes the same configuration."""

@@ -272,7 +272,7 @@ class _Extraction:
                   "(their values are kept verbatim in the records' attributes)")
         self.flag("columns", (element.index, *unmapped), reason, {
             "element_index": element.index, "page": element.page, "columns": list(unmapped),
-            "header": list(result.header), "lacking": lacking,
+            "header": list(result.header), "lacking": list(lacking),
         }, self.provenance())
 
     def _table_issue(self, element: Element, header: tuple[str, ...], issue: RowIssue,

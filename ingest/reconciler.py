@@ -119,7 +119,7 @@ def detect(ports: ReconcilePorts, tenant_id: str, *, grace_s: float = DEFAULT_GC
     expired = datetime.now(UTC) - timedelta(seconds=grace_s)
     findings: list[Finding] = []
     for name, store in _named(ports):
-        held = store.held_versions(tenant_id)
+        held: set[tuple[str, int]] = store.held_versions(tenant_id)
         gone: set[tuple[str, int]] = set()
         for key in sorted(active):
             want = entries[key].expected_for(name)
@@ -157,7 +157,7 @@ def _redrive(ports: ReconcilePorts, tenant_id: str, document_id: str, version: i
     raw = ports.staging.get_payload(tenant_id, payload_key(tenant_id, document_id, version, entry.config_fingerprint),
                                     "extracted")
     doc = ExtractedDocument.model_validate_json(raw)
-    notice = load.handle(doc, ports.relational, ports.text, ports.graph)  # type: ignore[arg-type]
+    notice = load.handle(doc, ports.relational, ports.text, ports.graph)
     if list(notice.stores) != list(entry.expected):
         raise BadInput(f"{document_id}@{version}: staged payload no longer matches the manifest")
     for store in ports.marked:

@@ -57,7 +57,8 @@ def _code(product: Any) -> str:
     """A product's code as written (its display name) when its key is not an identifier: keys
     of other codes are normalised names (`hx 2210`), the metric compares codes without
     punctuation either way, and the name reads better in the answer."""
-    return product.key if normalize_identifier(product.key) == product.key else (product.name or product.key)
+    code: str = product.key if normalize_identifier(product.key) == product.key else (product.name or product.key)
+    return code
 
 
 def _names(entries: list[Any]) -> list[str]:
@@ -139,7 +140,7 @@ def _aggregate_steps(route: Any, question: str, as_of: date, companies: list[Any
         return [{"id": "price", "operator": "metric_query", "params": {"metric": "unit_price_on", "where": where}}]
     if _AT_RISK.search(question) or (_ORDERS.search(question) and "delayed" in route.statuses):
         steps: list[dict[str, Any]] = []
-        where: dict[str, Any] = {"statuses": list(route.statuses) or ["delayed"]}
+        where = {"statuses": list(route.statuses) or ["delayed"]}
         orders = [i for i in identifiers if i.startswith(("PO-", "ORD-"))]
         if suppliers:
             where["supplier_names"] = _names(suppliers)

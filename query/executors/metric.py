@@ -352,7 +352,7 @@ class MetricExecutor:
         with self._db.transaction(tenant_id, snapshot=True) as conn:
             try:
                 conn.execute("SELECT set_config('statement_timeout', %s, true)", (str(timeout_ms),))
-                snapshot_at = conn.execute("SELECT now()").fetchone()[0]
+                snapshot_at = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]  # always one row
                 rows: dict[str, list[dict[str, Any]]] = {}
                 for name, text in template.queries.items():
                     with conn.cursor(row_factory=dict_row) as cur:
@@ -389,7 +389,7 @@ def _assemble_lines(template: MetricTemplate, where: MetricParams, bound: dict[s
     line_count = sum(int(r["line_count"]) for r in chosen.values())
     record_count = sum(int(r["record_count"]) for r in chosen.values())
     totals = {c: str(_decimal(r["total"])) for c, r in sorted(chosen.items())}
-    summary = rows["summary"][0] if rows["summary"] else {"duplicates_skipped": 0, "numbers": []}
+    summary: dict[str, Any] = rows["summary"][0] if rows["summary"] else {"duplicates_skipped": 0, "numbers": []}
     result: dict[str, Any] = {
         "metric": template.name,
         "totals": totals,

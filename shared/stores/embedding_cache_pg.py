@@ -36,7 +36,8 @@ def _check(config: str, hashes: list[str]) -> None:
 def _floats(value: object) -> list[float]:
     """A stored vector (numpy array or pgvector `Vector`) as the exact float32 values, in floats."""
     to_numpy = getattr(value, "to_numpy", None)
-    return np.asarray(to_numpy() if to_numpy else value, dtype=np.float32).tolist()
+    floats: list[float] = np.asarray(to_numpy() if to_numpy else value, dtype=np.float32).tolist()
+    return floats
 
 
 class PostgresEmbeddingCache:
