@@ -282,9 +282,9 @@ def main() -> None:
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
-    from manifold.shared.config import ManifoldSettings
-
     import signal
+
+    from manifold.shared.config import ManifoldSettings
 
     os.environ.setdefault("MANIFOLD_QUERY__ALLOW_DEV_KEY", "true")  # local bench stack: development keys (README "Keys")
     settings = ManifoldSettings()

@@ -391,7 +391,7 @@ def evaluate(settings: Any, tenant: str, queries: dict[str, str], qrels: dict[st
     from manifold.query.executors.exact import ExactLookupExecutor
     from manifold.query.executors.hybrid import HybridExecutor
     from manifold.query.executors.vector import VectorExecutor
-    from manifold.query.plan import BM25SearchParams, HybridSearchParams, VectorSearchParams
+    from manifold.query.plan import BM25SearchParams, HybridSearchParams
     from manifold.shared.embedding import SentenceTransformerEmbedder
     from manifold.shared.stores.postgres import TenantConnections
 

@@ -378,9 +378,8 @@ class Suite:
 
     def _text_leaks(self, north: str, south: str, hostile: str) -> int:
         """Hostile text stored only under its own tenant; no file content read from disk."""
-        from elasticsearch import Elasticsearch
-
         import reliability_hostile as h
+        from elasticsearch import Elasticsearch
 
         es = Elasticsearch(self.settings.elasticsearch.url, request_timeout=60)
         try:
@@ -398,8 +397,9 @@ class Suite:
             es.close()
 
     def fault(self) -> None:
-        from manifold.ingest.sample_corpus import write_corpus
         from reliability_procs import KILLABLE, stack
+
+        from manifold.ingest.sample_corpus import write_corpus
 
         tenant = self.tenants["corpus"]
         root = self.workdir / "corpus"
@@ -485,8 +485,9 @@ class Suite:
         }
 
     def load(self) -> None:
-        from manifold.ingest.sample_corpus import write_corpus
         from reliability_checks import consumer_lag
+
+        from manifold.ingest.sample_corpus import write_corpus
 
         minutes = self.args.load_minutes
         if minutes <= 0:

@@ -28,7 +28,7 @@ from typing import Protocol
 
 from manifold.shared.artifacts import ExtractedDocument
 from manifold.shared.embedding_configs import PRIMARY, ConfigEmbedders, UnknownEmbeddingConfig
-from manifold.shared.stores.embedding_pg import ChunkToEmbed, Verification, VectorRow
+from manifold.shared.stores.embedding_pg import ChunkToEmbed, VectorRow, Verification
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ def backfill(store, embedders: ConfigEmbedders, config: str, tenant_id: str, *, 
             return done
         vectors = embedders.encode_chunks(config, [(c.text, c.title) for c in batch])
         store.upsert_vectors(tenant_id, config, [
-            VectorRow(c.chunk_id, c.document_id, c.version, c.content_sha256, v) for c, v in zip(batch, vectors)])
+            VectorRow(c.chunk_id, c.document_id, c.version, c.content_sha256, v) for c, v in zip(batch, vectors, strict=True)])
         done += len(batch)
         after = batch[-1].chunk_id
         if progress is not None:

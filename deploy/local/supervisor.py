@@ -11,6 +11,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -48,6 +49,10 @@ def _start_ticks(pid: int) -> int | None:
     if fields[0] == "Z":  # exited, not yet reaped
         return None
     return int(fields[19])
+
+
+def _not_running(paths: StackPaths, name: str) -> bool:
+    return running_pid(paths, name) is None
 
 
 def running_pid(paths: StackPaths, name: str) -> int | None:
@@ -149,10 +154,11 @@ def down(services: Sequence[Service], paths: StackPaths, grace: float = 60.0, sa
             paths.pid(service.name).unlink(missing_ok=True)
             continue
         os.kill(pid, getattr(service, "stop_signal", signal.SIGTERM))
-        if not wait_until(lambda: running_pid(paths, service.name) is None, grace):
+        gone = functools.partial(_not_running, paths, service.name)
+        if not wait_until(gone, grace):
             say(f"[{service.name}] did not stop in {grace:.0f}s; SIGKILL")
             os.kill(pid, signal.SIGKILL)
-            wait_until(lambda: running_pid(paths, service.name) is None, 10)
+            wait_until(gone, 10)
         paths.pid(service.name).unlink(missing_ok=True)
         say(f"[{service.name}] stopped (pid {pid})")
 

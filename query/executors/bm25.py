@@ -20,8 +20,16 @@ from typing import Any
 
 from elasticsearch import Elasticsearch
 
-from manifold.query.evidence import (StoreClock, chunk_evidence, es_errors, final_check, hit_from_es, now_utc,
-                                     require_list, unique)
+from manifold.query.evidence import (
+    StoreClock,
+    chunk_evidence,
+    es_errors,
+    final_check,
+    hit_from_es,
+    now_utc,
+    require_list,
+    unique,
+)
 from manifold.query.plan import BM25SearchParams
 from manifold.query.types import Gap, StepResult, TextHit
 from manifold.shared import analysis

@@ -25,9 +25,9 @@ Guarantees of `HybridExecutor.run(params, *, tenant_id, timeout_s)`:
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from collections.abc import Sequence
 from typing import Any, Protocol
 
 from manifold.query.evidence import StoreClock, chunk_evidence, final_check, now_utc, require_list, unique

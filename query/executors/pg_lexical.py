@@ -42,15 +42,24 @@ import psycopg
 from psycopg.rows import dict_row
 
 from manifold.ingest.identifiers import find_identifiers
-from manifold.query.evidence import (CHUNK_COLUMNS, StoreClock, chunk_evidence, final_check, hit_from_row, now_utc,
-                                     pg_timeout_ms, require_list, unique)
+from manifold.query.evidence import (
+    CHUNK_COLUMNS,
+    StoreClock,
+    chunk_evidence,
+    final_check,
+    hit_from_row,
+    now_utc,
+    pg_timeout_ms,
+    require_list,
+    unique,
+)
 from manifold.query.executors.bm25 import TIE_BREAKER, TITLE_BOOST
 from manifold.query.executors.exact import exact_result, normalise_all
 from manifold.query.plan import BM25SearchParams, ExactLookupParams
 from manifold.query.types import Gap, StepResult, TextHit
+from manifold.shared import analysis
 from manifold.shared.config import ManifoldSettings, QuerySettings
 from manifold.shared.errors import Transient
-from manifold.shared import analysis
 from manifold.shared.stores.pg_text import PG_TEXT_SCHEMA_VERSION, analyze, title_phrase
 from manifold.shared.stores.postgres import TenantConnections
 

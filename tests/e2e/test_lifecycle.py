@@ -17,6 +17,7 @@ from manifold.ingest.reconciler import reconcile
 from manifold.shared import topics
 from manifold.shared.config import ManifoldSettings
 from manifold.shared.kafka import ensure_topics
+
 ZERO = {"missing": 0, "stale": 0, "orphaned": 0, "wrong_version": 0}
 
 

@@ -8,8 +8,8 @@ from datetime import date
 from decimal import Decimal
 
 import pytest
-
 from factories import pipeline_versions
+
 from manifold.ingest.extract import EXTRACTION_VERSION, handle, parse_aliases, sentences
 from manifold.ingest.identifiers import find_identifiers
 from manifold.ingest.vocabulary import GRAPH_SCHEMA_VERSION, validate_relation

@@ -13,8 +13,8 @@ from email.message import EmailMessage
 from importlib.metadata import version as installed_version
 
 import pytest
-
 from factories import pipeline_versions
+
 from manifold.ingest import parse
 from manifold.shared.artifacts import DocRef, Element, ParsedDocument, PipelineVersions
 from manifold.shared.errors import BadInput, UnsupportedMediaType
