@@ -63,7 +63,8 @@ def _filter_args(all_help: str) -> argparse.ArgumentParser:
     group.add_argument("--tenant", help="only this tenant")
     group.add_argument("--stage", help="only this stage (parse, chunk, embed, extract, load)")
     group.add_argument("--kind", choices=_KINDS, help="only this error kind")
-    group.add_argument("--older-than", type=_duration, metavar="AGE", help="failed more than AGE ago (90s, 30m, 2h, 7d, 1h30m)")
+    group.add_argument("--older-than", type=_duration, metavar="AGE",
+                       help="failed more than AGE ago (90s, 30m, 2h, 7d, 1h30m)")
     group.add_argument("--newer-than", type=_duration, metavar="AGE", help="failed less than AGE ago")
     group.add_argument("--all", action="store_true", help=all_help)
     return common
@@ -98,7 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "filters, or --all (filters and --all select open entries only).")
     p.add_argument("ids", nargs="*", metavar="ID", help="<partition>:<offset>")
     p.add_argument("--dry-run", action="store_true", help="list what would be replayed; produce nothing")
-    p.add_argument("--rate", type=_rate, default=50.0, metavar="N/s", help="at most N messages per second (default 50/s)")
+    p.add_argument("--rate", type=_rate, default=50.0, metavar="N/s",
+                   help="at most N messages per second (default 50/s)")
     p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
     p.set_defaults(handler=_cmd_replay)
 

@@ -121,7 +121,8 @@ def _layout(elements: list[Element], scope: str, root_title: str) -> tuple[list[
 
     def open_section(title: str, path: list[str]) -> None:
         ordinal = len(sections)
-        sections.append(Section(section_id=ids.child_id("sec", scope, ordinal), ordinal=ordinal, title=title, path=path))
+        sections.append(Section(section_id=ids.child_id("sec", scope, ordinal), ordinal=ordinal, title=title,
+                                path=path))
 
     for i, element in enumerate(elements):
         following = elements[i + 1] if i + 1 < len(elements) else None

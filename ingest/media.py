@@ -39,7 +39,8 @@ _BY_EXTENSION: dict[str, str] = {
 
 _HTML_START = re.compile(rb"^\s*(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html|head|body)[\s>]", re.IGNORECASE | re.DOTALL)
 _HEADER_LINE = re.compile(rb"^([A-Za-z][A-Za-z0-9-]*):[ \t]", re.MULTILINE)
-_MAIL_HEADERS = {b"from", b"to", b"cc", b"subject", b"date", b"message-id", b"received", b"mime-version", b"return-path"}
+_MAIL_HEADERS = {b"from", b"to", b"cc", b"subject", b"date", b"message-id", b"received", b"mime-version",
+                 b"return-path"}
 _UTF8_BOM = b"\xef\xbb\xbf"
 
 

@@ -31,7 +31,8 @@ from manifold.query.plan import Plan, validate_plan
 
 _APPROVED = re.compile(r"\bapproved\b|\bvendors?\b|\bsuppliers? of\b", re.I)
 _AT_RISK = re.compile(r"\b(at risk|exposure|exposed|revenue)\b", re.I)
-_UNIT_PRICE = re.compile(r"\bunit (?:price|cost)\b|\bprice of\b|\b(?:cost|priced?|invoiced|charged|billed) (?:at )?per unit\b"
+_UNIT_PRICE = re.compile(r"\bunit (?:price|cost)\b|\bprice of\b"
+                         r"|\b(?:cost|priced?|invoiced|charged|billed) (?:at )?per unit\b"
                          r"|\bhow much (?:does|did) .* cost\b|\b(?:list|catalog(?:ue)?|agreed|contract) price\b", re.I)
 _PRODUCTS = re.compile(r"\bproducts?\b|\bitems?\b|\bskus?\b|\bsupplies\b|\bsupply\b|\bsell\b", re.I)
 _SUPPLIERS = re.compile(r"\bsuppliers?\b|\bvendors?\b|\bwho supplies\b|\bwho sells\b", re.I)

@@ -236,7 +236,8 @@ class QueryService:
                               for c in anchor.candidates)
             text = f"Which {anchor.kind.replace('_', ' ')} do you mean by \u201c{anchor.text}\u201d: {names}?"
         else:
-            text = f"I could not find a {anchor.kind.replace('_', ' ')} called \u201c{anchor.text}\u201d. Which one do you mean?"
+            text = (f"I could not find a {anchor.kind.replace('_', ' ')} called \u201c{anchor.text}\u201d. "
+                    "Which one do you mean?")
         if note:
             text = f"{note}. {text}"
         policy.append("router: clarify")
@@ -252,7 +253,8 @@ class QueryService:
                error: str | None = None) -> QueryReply:
         trace = Trace(
             request_id=request.request_id,
-            intents=tuple(IntentScore(type=i.type, confidence=round(i.confidence, 3)) for i in route.intents) if route else (),
+            intents=tuple(IntentScore(type=i.type, confidence=round(i.confidence, 3)) for i in route.intents)
+            if route else (),
             entities=_entities(route),
             constraints=_constraints(route),
             steps=tuple(execution.steps) if execution else (),

@@ -145,7 +145,8 @@ def up(
         say(f"[{service.name}] healthy after {took:.1f}s")
 
 
-def down(services: Sequence[Service], paths: StackPaths, grace: float = 60.0, say: Callable[[str], None] = print) -> None:
+def down(services: Sequence[Service], paths: StackPaths, grace: float = 60.0,
+         say: Callable[[str], None] = print) -> None:
     """Stop the processes this stack started, in reverse order."""
     for service in reversed(services):
         pid = running_pid(paths, service.name)

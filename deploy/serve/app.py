@@ -162,7 +162,8 @@ def create_app(settings: ManifoldSettings, backend: Backend, verifier: TokenVeri
     # -- authentication --------------------------------------------------------------------------
     def authenticated(scope: str) -> Callable[..., tuple[Principal, str]]:
         def dependency(request: Request,
-                       creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> tuple[Principal, str]:
+                       creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+                       ) -> tuple[Principal, str]:
             if creds is None or creds.scheme.lower() != "bearer" or not creds.credentials:
                 raise ApiProblem(401, "missing-token", "send header 'Authorization: Bearer <token>'", _UNAUTHORISED)
             principal = verify(creds.credentials)
@@ -173,7 +174,8 @@ def create_app(settings: ManifoldSettings, backend: Backend, verifier: TokenVeri
                 raise ApiProblem(403, "missing-scope", f"the token lacks scope {scope!r}")
             named = sorted(k for k in request.query_params if k.strip().lower() in FORBIDDEN_KEYS)
             if named:
-                raise ApiProblem(400, "tenant-in-request", f"the query string may not name a tenant ({', '.join(named)}); "
+                raise ApiProblem(400, "tenant-in-request",
+                                 f"the query string may not name a tenant ({', '.join(named)}); "
                                  "the tenant comes from the bearer token")
             return principal, creds.credentials
 

@@ -81,7 +81,8 @@ def stdio(settings: ManifoldSettings) -> None:
     verifier = TokenVerifier.from_settings(settings)
     secret = settings.server.mcp_token
     if secret is None or not secret.get_secret_value():
-        raise ValueError("set MANIFOLD_SERVER__MCP_TOKEN to the token this MCP server acts as (manifold token --tenant T)")
+        raise ValueError("set MANIFOLD_SERVER__MCP_TOKEN to the token this MCP server acts as "
+                         "(manifold token --tenant T)")
     token = secret.get_secret_value()
     try:
         verifier.verify(token)
