@@ -26,7 +26,8 @@ def spans() -> InMemorySpanExporter:
 
 
 @pytest.fixture(scope="module")
-def embedded(settings: ManifoldSettings, pg_conninfo: str, tmp_path_factory: pytest.TempPathFactory) -> ManifoldSettings:
+def embedded(settings: ManifoldSettings, pg_conninfo: str,
+             tmp_path_factory: pytest.TempPathFactory) -> ManifoldSettings:
     from manifold.shared import cli_embedded
     from manifold.shared.config import EmbeddedSettings, IngestSettings
 
