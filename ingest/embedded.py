@@ -232,7 +232,7 @@ class EmbeddedPipeline:
         for role in ROLES:
             consumer = BusConsumer(bus, f"manifold.{role}")
             consumer.subscribe([specs[role].source])
-            self.runners[role] = StageRunner(specs[role], consumer, BusProducer(bus), retry, policy)  # type: ignore[arg-type]
+            self.runners[role] = StageRunner(specs[role], consumer, BusProducer(bus), retry, policy)  # type: ignore[arg-type]  # Bus* imitate confluent_kafka
 
     def drain(self, progress: Callable[[str, int], None] = lambda _s, _n: None, max_passes: int = 100_000) -> DrainReport:
         """Run every stage until a full pass finds no message anywhere; `progress(stage, n)` after

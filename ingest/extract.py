@@ -349,7 +349,7 @@ class _Extraction:
             return (None, None)
         found = match.groupdict()
         try:
-            return tuple(parse_date(found[k]) if found.get(k) else None for k in ("f", "t"))  # type: ignore[return-value]
+            return tuple(parse_date(found[k]) if found.get(k) else None for k in ("f", "t"))  # type: ignore[return-value]  # a 2-tuple: two keys
         except ValueError as exc:
             if any(pattern.search(sentence) for _, pattern in _RULES):
                 self.flag("validity", (provenance.chunk_id, sentence), f"unreadable validity date: {exc}",

@@ -112,7 +112,7 @@ def _named(ports: PublishPorts) -> list[tuple[str, Any]]:
 def detect(ports: ReconcilePorts, tenant_id: str, *, grace_s: float = DEFAULT_GC_GRACE_S,
            inflight_s: float = DEFAULT_INFLIGHT_S) -> list[Finding]:
     """Every drift finding for one tenant (reads only)."""
-    manifest: ReconcileManifest = ports.manifest  # type: ignore[assignment]
+    manifest: ReconcileManifest = ports.manifest  # type: ignore[assignment]  # the PostgreSQL manifest is one
     entries = {e.key: e for e in manifest.entries(tenant_id)}
     active = {k for k, e in entries.items() if e.state == "active"}
     inflight = manifest.recently_loaded(tenant_id, inflight_s)
@@ -162,7 +162,7 @@ def _redrive(ports: ReconcilePorts, tenant_id: str, document_id: str, version: i
         raise BadInput(f"{document_id}@{version}: staged payload no longer matches the manifest")
     for store in ports.marked:
         store.set_serving(tenant_id, document_id, version, True)
-    ports.manifest.sync_state(tenant_id, document_id, version)  # type: ignore[attr-defined]
+    ports.manifest.sync_state(tenant_id, document_id, version)  # type: ignore[attr-defined]  # a ReconcileManifest
 
 
 def repair(ports: ReconcilePorts, findings: list[Finding], report: Report) -> None:
@@ -203,7 +203,7 @@ def repair(ports: ReconcilePorts, findings: list[Finding], report: Report) -> No
                 entry = [e for e in ports.manifest.entries(f.tenant_id, f.document_id) if e.version == f.version]
                 store.set_serving(f.tenant_id, f.document_id, f.version, bool(entry) and entry[0].state == "active")
             else:
-                ports.manifest.sync_state(f.tenant_id, f.document_id, f.version)  # type: ignore[attr-defined]
+                ports.manifest.sync_state(f.tenant_id, f.document_id, f.version)  # type: ignore[attr-defined]  # as above
             report.repaired[f.store] += 1
         except (Transient, BadInput) as err:
             report.failed.append(f"{f.store} wrong_version {f.document_id}@{f.version}: {err}")

@@ -137,7 +137,7 @@ def _publish_decode(raw: bytes) -> LoadNotice | DocumentDeleted:
     except ValueError:
         raise BadInput("publish message is not JSON") from None
     if isinstance(data, dict) and "doc" in data:
-        return _decoder(LoadNotice)(raw)  # type: ignore[no-any-return]
+        return _decoder(LoadNotice)(raw)  # type: ignore[no-any-return]  # _decoder returns Any
     event = parse_event(raw)
     if not isinstance(event, DocumentDeleted):
         raise BadInput("only LoadNotice and DocumentDeleted belong on manifold.publish")
@@ -201,7 +201,7 @@ def run(settings: ManifoldSettings, roles: Sequence[str], stop: threading.Event)
     ensure_topics(bootstrap, topics.PIPELINE_TOPICS, topics.DEFAULT_PARTITIONS, pipeline_topic_configs(settings.kafka))
     ports = build_ports(settings)
     if "embed" in roles:
-        ports.embedder.warm_up()  # type: ignore[attr-defined]
+        ports.embedder.warm_up()  # type: ignore[attr-defined]  # not on the Embedder port
     if settings.ingest.metrics_port:
         from prometheus_client import start_http_server
 

@@ -317,7 +317,7 @@ def _principal(claims: dict[str, object], now: int, skew: int, max_lifetime_s: i
     for name in ("iat", "nbf", "exp"):
         if not isinstance(claims[name], int) or isinstance(claims[name], bool):
             raise TokenError(f"claim {name!r} is not an integer timestamp")
-    exp, nbf, iat = int(claims["exp"]), int(claims["nbf"]), int(claims["iat"])  # type: ignore[call-overload]
+    exp, nbf, iat = int(claims["exp"]), int(claims["nbf"]), int(claims["iat"])  # type: ignore[call-overload]  # ints: checked above
     if now >= exp + skew:
         raise TokenError("expired")
     if now + skew < nbf:

@@ -190,7 +190,7 @@ class Engine:
     @staticmethod
     def _record(out: Execution, step: Any, status: str, elapsed_ms: float, *, hits: int = 0,
                 gap: Gap | None = None) -> None:
-        out.steps.append(TraceStep(step_id=step.id, operator=step.operator, status=status,  # type: ignore[arg-type]
+        out.steps.append(TraceStep(step_id=step.id, operator=step.operator, status=status,  # type: ignore[arg-type]  # TraceStep validates status
                                    elapsed_ms=round(elapsed_ms, 2), hits=hits,
                                    detail=gap.detail if gap else None))
         # The step ran in a pool thread; its span is recorded here, in the `execute` span's thread,

@@ -139,7 +139,7 @@ def chunk_evidence(hit: TextHit, *, tenant_id: str, store: str, retrieved_at: da
         base["score"] = round(float(hit.score), 6)
     base.update(claims or {})
     return Evidence(
-        evidence_id=f"chunk:{hit.chunk_id}", store=store, kind="chunk", tenant_id=tenant_id,  # type: ignore[arg-type]
+        evidence_id=f"chunk:{hit.chunk_id}", store=store, kind="chunk", tenant_id=tenant_id,  # type: ignore[arg-type]  # store: validated
         document_id=hit.document_id, version=hit.version, chunk_id=hit.chunk_id, text=hit.text,
         claims=base, retrieved_at=retrieved_at, rank=hit.rank,
         routes=tuple(routes) if routes is not None else (hit.source,),

@@ -262,7 +262,7 @@ class QueryService:
             elapsed_ms=round((self._clock() - started) * 1000, 2),
         )
         all_gaps = list(gaps) + (list(execution.gaps) if execution else [])
-        return QueryReply(request_id=request.request_id, status=status, answer=answer,  # type: ignore[arg-type]
+        return QueryReply(request_id=request.request_id, status=status, answer=answer,  # type: ignore[arg-type]  # QueryReply validates status
                           result=result or {}, evidence=tuple(evidence), gaps=tuple(all_gaps),
                           clarification=clarification,
                           plan=plan.model_dump(mode="json") if plan else None, trace=trace, error=error)

@@ -55,7 +55,7 @@ def drive(settings: ManifoldSettings, bus: Any, *, quiet: bool = False, expected
     if total == 0:
         return DrainReport(processed=dict.fromkeys(ROLES, 0))
     ports = build_ports(settings)
-    ports.embedder.warm_up()  # type: ignore[attr-defined]
+    ports.embedder.warm_up()  # type: ignore[attr-defined]  # not on the Embedder port
     pipeline = EmbeddedPipeline(settings, bus, ports)
     bars = {role: tqdm(total=expected or None, desc=f"{role:<8}", unit="doc", file=sys.stderr, disable=quiet,
                        position=i, leave=True) for i, role in enumerate(ROLES)}

@@ -89,7 +89,7 @@ def _media_type(document_id: str, content: bytes, given: str | None, fallback: s
 
     if given:
         return given
-    guessed = guess_media_type(PurePosixPath(document_id), content[:4096]) or fallback  # type: ignore[arg-type]
+    guessed = guess_media_type(PurePosixPath(document_id), content[:4096]) or fallback
     if guessed is None:
         raise ApiProblem(415, "unknown-media-type", f"cannot tell the media type of {document_id!r}; "
                          "send media_type (or a file name with a known extension)")

@@ -182,7 +182,7 @@ def build_manifest(store: str, kinds: Sequence[str], pairs: Mapping[str, Iterabl
         items = list(pairs.get(kind, ()))
         counts[kind] = len(items)
         checksums[kind] = set_checksum(items)
-    return StoreManifest(store=store, counts=counts, checksums=checksums)  # type: ignore[arg-type]
+    return StoreManifest(store=store, counts=counts, checksums=checksums)  # type: ignore[arg-type]  # store: validated by StoreManifest
 
 
 # ---------------------------------------------------------------- document-side projections
