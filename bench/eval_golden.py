@@ -54,7 +54,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from metrics_eval import (  # noqa: E402
+from metrics_eval import (  # noqa: E402 - after bench/ joins sys.path
     calibration,
     commit,
     machine,
@@ -92,7 +92,7 @@ def ingest_world(settings: Any, timeout_s: float = 900) -> dict[str, str]:
     def work() -> None:
         try:
             workers.run(settings, list(ROLES), stop)
-        except BaseException as err:  # noqa: BLE001
+        except BaseException as err:  # noqa: BLE001 - reported by the caller
             errors.append(err)
 
     thread = threading.Thread(target=work, daemon=True)

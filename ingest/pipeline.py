@@ -149,7 +149,7 @@ def run_embed_batch(notices: list[StageNotice], ports: Ports) -> list[StageNotic
             continue
         try:
             outcomes[i] = _store(ports, notices[i], "embedded", result.model_dump_json().encode())
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:  # noqa: BLE001 - this document's own outcome
             outcomes[i] = err
     return outcomes  # type: ignore[return-value]  # no None left: every index set above
 
@@ -189,7 +189,7 @@ def run_load_batch(notices: list[StageNotice], ports: Ports) -> list[LoadNotice 
         if isinstance(result, LoadNotice) and ports.vectors is not None:
             try:  # before the LoadNotice leaves, so no version activates uncovered
                 embedding_migration.write_live_configs(doc, ports.vectors, ConfigEmbedders(ports.embedder))
-            except Exception as err:  # noqa: BLE001
+            except Exception as err:  # noqa: BLE001 - this document's own outcome
                 result = err
         outcomes[i] = result
     return outcomes
