@@ -37,6 +37,16 @@ stack-status: venv
 test-unit: venv
 	$(BIN)/python -m pytest -m "unit or contract" -q
 
+# Static checks, no services: ruff (pycodestyle, pyflakes, bugbear, import order) and mypy (strict;
+# settings in pyproject.toml). .ci/run runs this before the tests.
+.PHONY: lint typecheck
+lint: venv
+	$(BIN)/ruff check .
+	PYTHON=$(BIN)/python .ci/typecheck
+
+typecheck: venv
+	PYTHON=$(BIN)/python .ci/typecheck
+
 # Starts the whole stack, shows it, runs every test, and always stops the stack again.
 test: venv
 	@set -o pipefail; \

@@ -120,16 +120,16 @@ def build_ports(settings: Any) -> Any:
     from manifold.shared.stores.neo4j import Neo4jGraphStore
     from manifold.shared.stores.postgres import PostgresRelationalStore, PostgresStagingStore
 
-    for key, value in workers._OFFLINE.items():  # noqa: SLF001
+    for key, value in workers._OFFLINE.items():  # noqa: SLF001 - the workers' offline model settings
         os.environ.setdefault(key, value)
     have = pg_schema.current_version(settings.postgres.ingest_conninfo())
     if have is None or int(have) < MIN_SCHEMA:
         raise SystemExit(f"database schema is at version {have}; run `manifold migrate`")
     text = ElasticsearchTextIndex.from_settings(settings)
-    workers._with_retries(text.ensure_index)  # noqa: SLF001
+    workers._with_retries(text.ensure_index)  # noqa: SLF001 - the workers' own retry, reused
     graph = Neo4jGraphStore.from_settings(settings, entity_types=vocabulary.ENTITY_TYPES,
                                           relation_types=vocabulary.RELATIONS)
-    workers._with_retries(graph.ensure_schema)  # noqa: SLF001
+    workers._with_retries(graph.ensure_schema)  # noqa: SLF001 - as above
     embedder = SentenceTransformerEmbedder(batch_size=settings.ingest.embed_batch_size)
     return pipeline.Ports(settings=settings.ingest, versions=pipeline.current_versions(settings.ingest, embedder.info),
                           staging=PostgresStagingStore.from_settings(settings),
@@ -283,9 +283,9 @@ def main() -> None:
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
-    from manifold.shared.config import ManifoldSettings
-
     import signal
+
+    from manifold.shared.config import ManifoldSettings
 
     os.environ.setdefault("MANIFOLD_QUERY__ALLOW_DEV_KEY", "true")  # local bench stack: development keys (README "Keys")
     settings = ManifoldSettings()

@@ -56,7 +56,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from metrics_eval import commit, machine, mean, ndcg_at_k, percentile, recall_at_k  # noqa: E402
+from metrics_eval import commit, machine, mean, ndcg_at_k, percentile, recall_at_k  # noqa: E402 - after bench/ joins sys.path
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "beir-scifact"  # the team folder beside the repo
 TENANT = "scifact"
@@ -322,7 +322,7 @@ def _pg_lexical(settings: Any) -> tuple[Any, str]:
     """The embedded profile's BM25 executor when it exists, else (None, reason)."""
     try:
         from manifold.query.executors.pg_lexical import PgBM25Executor
-        from manifold.shared.stores.pg_text import PostgresTextIndex  # noqa: F401
+        from manifold.shared.stores.pg_text import PostgresTextIndex  # noqa: F401 - probes that the module exists
     except ImportError as exc:
         return None, f"not available yet: the embedded profile's text index / executor is missing ({exc})"
     # The benchmark raises the statement timeout cap (3 s by default) to 60 s: the embedded profile's
@@ -391,7 +391,7 @@ def evaluate(settings: Any, tenant: str, queries: dict[str, str], qrels: dict[st
     from manifold.query.executors.exact import ExactLookupExecutor
     from manifold.query.executors.hybrid import HybridExecutor
     from manifold.query.executors.vector import VectorExecutor
-    from manifold.query.plan import BM25SearchParams, HybridSearchParams, VectorSearchParams
+    from manifold.query.plan import BM25SearchParams, HybridSearchParams
     from manifold.shared.embedding import SentenceTransformerEmbedder
     from manifold.shared.stores.postgres import TenantConnections
 

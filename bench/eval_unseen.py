@@ -44,8 +44,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from metrics_eval import commit, machine  # noqa: E402
-from worlds.generate import Question, World, generate  # noqa: E402
+from metrics_eval import commit, machine  # noqa: E402 - after bench/ joins sys.path
+from worlds.generate import Question, World, generate  # noqa: E402 - as above
 
 HELD_OUT = (9101, 9202, 9303, 9404, 9505)
 """Measurement-only seeds: never used while developing rules or this script."""

@@ -245,9 +245,9 @@ class Bench:
         with self.pg.transaction(self.tenant) as conn:
             conn.execute("SELECT set_config('statement_timeout', %s, true)", (str(self.exact_timeout_ms),))
             t = time.perf_counter()
-            conn.execute(ex._CHUNKS_BY_ID, args).fetchall()  # noqa: SLF001
+            conn.execute(ex._CHUNKS_BY_ID, args).fetchall()  # noqa: SLF001 - the executor's own SQL
             with conn.cursor(row_factory=dict_row) as cur:
-                cur.execute(ex._RECORDS_BY_NUMBER, {**args, "limit": limit}).fetchall()  # noqa: SLF001
+                cur.execute(ex._RECORDS_BY_NUMBER, {**args, "limit": limit}).fetchall()  # noqa: SLF001 - the executor's own SQL
             ms += (time.perf_counter() - t) * 1000
         return ms
 
@@ -271,7 +271,7 @@ class Bench:
             conn.execute("SELECT set_config('hnsw.ef_search', %s, true), "
                          "set_config('hnsw.iterative_scan', 'relaxed_order', true)", (str(ef_search),))
             t = time.perf_counter()
-            conn.execute(vx._HNSW, args).fetchall()  # noqa: SLF001
+            conn.execute(vx._HNSW, args).fetchall()  # noqa: SLF001 - the executor's own SQL
             return (time.perf_counter() - t) * 1000
 
     def explain_hnsw(self, vector: Sequence[float], ef_search: int = 100) -> list[str]:
@@ -283,7 +283,7 @@ class Bench:
         with self.pg.transaction(self.tenant, snapshot=True) as conn:
             conn.execute("SELECT set_config('hnsw.ef_search', %s, true), "
                          "set_config('hnsw.iterative_scan', 'relaxed_order', true)", (str(ef_search),))
-            lines = [r[0] for r in conn.execute("EXPLAIN " + vx._HNSW, args).fetchall()]  # noqa: SLF001
+            lines = [r[0] for r in conn.execute("EXPLAIN " + vx._HNSW, args).fetchall()]  # noqa: SLF001 - the executor's own SQL
         return [ln.strip().lstrip("-> ").split("  (")[0] for ln in lines if "Scan" in ln or "Limit" in ln]
 
     def raw_metric(self, metric: str, where: dict[str, Any]) -> float:
@@ -425,7 +425,7 @@ class _NoReply:
     status = "client_timeout"
     gaps: tuple[Any, ...] = ()
 
-    class trace:  # noqa: N801
+    class trace:  # noqa: N801 - mimics the reply's `trace` attribute
         elapsed_ms = 0.0
         steps: tuple[Any, ...] = ()
 
@@ -454,7 +454,7 @@ def _raw_or_nan(raw: Callable[[int], float], i: int) -> float:
     """A raw call's ms, or NaN when the store raised (counted in `raw_failed`, left out of the stats)."""
     try:
         return raw(i)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - counted in raw_failed
         print(f"raw call failed: {type(exc).__name__}: {str(exc)[:200]}", file=sys.stderr)
         return float("nan")
 

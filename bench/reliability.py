@@ -152,7 +152,7 @@ class QueryTraffic:
                 if broken is not None:
                     try:
                         broken.close()
-                    except Exception:  # noqa: BLE001
+                    except Exception:  # noqa: BLE001 - a broken client is dropped anyway
                         pass
                 time.sleep(1)
             rec["elapsed_ms"] = round((time.monotonic() - start) * 1000, 1)
@@ -164,7 +164,7 @@ class QueryTraffic:
         for c in self._clients.values():
             try:
                 c.close()
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - closing at the end: best effort
                 pass
         self._clients.clear()
 
@@ -191,7 +191,7 @@ def latency_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
     lat = sorted(r["elapsed_ms"] for r in records if r["status"] not in {"not_sent", "no_reply"})
     if not lat:
         return {"n": 0}
-    p = lambda q: lat[min(len(lat) - 1, int(round(q * (len(lat) - 1))))]  # noqa: E731
+    p = lambda q: lat[min(len(lat) - 1, int(round(q * (len(lat) - 1))))]  # noqa: E731 - a one-line percentile
     return {"n": len(lat), "p50_ms": p(0.5), "p95_ms": p(0.95), "max_ms": lat[-1],
             "mean_ms": round(statistics.fmean(lat), 1)}
 
@@ -381,9 +381,8 @@ class Suite:
 
     def _text_leaks(self, north: str, south: str, hostile: str) -> int:
         """Hostile text stored only under its own tenant; no file content read from disk."""
-        from elasticsearch import Elasticsearch
-
         import reliability_hostile as h
+        from elasticsearch import Elasticsearch
 
         es = Elasticsearch(self.settings.elasticsearch.url, request_timeout=60)
         try:
@@ -401,8 +400,9 @@ class Suite:
             es.close()
 
     def fault(self) -> None:
-        from manifold.ingest.sample_corpus import write_corpus
         from reliability_procs import KILLABLE, stack
+
+        from manifold.ingest.sample_corpus import write_corpus
 
         tenant = self.tenants["corpus"]
         root = self.workdir / "corpus"
@@ -488,8 +488,9 @@ class Suite:
         }
 
     def load(self) -> None:
-        from manifold.ingest.sample_corpus import write_corpus
         from reliability_checks import consumer_lag
+
+        from manifold.ingest.sample_corpus import write_corpus
 
         minutes = self.args.load_minutes
         if minutes <= 0:

@@ -22,12 +22,11 @@ from typing import Any
 
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
+from reliability_procs import MANIFOLD, ROOT
 
 from manifold.shared import topics
 from manifold.shared.config import ManifoldSettings
 from manifold.shared.dlq import DeadLetter
-
-from reliability_procs import MANIFOLD, ROOT
 
 ROLE_SOURCES = {
     "parse": topics.DOCUMENTS, "chunk": topics.STAGE_PARSED, "embed": topics.STAGE_CHUNKED,
@@ -61,8 +60,8 @@ def active_documents(settings: ManifoldSettings, tenant: str) -> set[str]:
 
 def store_audit(settings: ManifoldSettings, tenants: list[str]) -> dict[str, Any]:
     """Per tenant: active documents, manifest mismatches per store and duplicate artifacts."""
-    from elasticsearch import Elasticsearch
     import neo4j
+    from elasticsearch import Elasticsearch
 
     from manifold.ingest import lifecycle
 

@@ -507,8 +507,8 @@ def erasure_case(settings: ManifoldSettings, client: Any, tenant: str, timeout_s
     if not wait("deleted", lambda: states() == {"deleted"}):
         return {"case": "erasure-after-delete-and-gc", "ok": False, "detail": "delete never applied"}
     removed = erasure.collect(ports, tenant, 0.0, staging=ports.staging)
-    from elasticsearch import Elasticsearch
     import neo4j
+    from elasticsearch import Elasticsearch
 
     es = Elasticsearch(settings.elasticsearch.url, request_timeout=60)
     driver = neo4j.GraphDatabase.driver(settings.neo4j.uri, auth=(settings.neo4j.user,

@@ -20,7 +20,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from metrics_eval import commit, machine  # noqa: E402
+from metrics_eval import commit, machine  # noqa: E402 - after bench/ joins sys.path
 
 
 def _load(results: Path, name: str) -> dict[str, Any] | None:

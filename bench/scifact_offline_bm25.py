@@ -30,8 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from eval_scifact import DATA, document_text, load_corpus, load_test, score_runs, verify_checksums  # noqa: E402
-from metrics_eval import commit, machine  # noqa: E402
+from eval_scifact import DATA, document_text, load_corpus, load_test, score_runs, verify_checksums  # noqa: E402 - after bench/ joins sys.path
+from metrics_eval import commit, machine  # noqa: E402 - as above
 
 OUT = ROOT / "results" / "scifact_offline_bm25.json"
 K1, B = 1.2, 0.75

@@ -33,7 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from query_latency import machine_info, ratio, summarise  # noqa: E402
+from query_latency import machine_info, ratio, summarise  # noqa: E402 - after bench/ joins sys.path
 
 QUESTIONS = [
     "Find invoice INV-2026-0211",

@@ -113,7 +113,7 @@ class ManifoldClient:
     # -- operations ---------------------------------------------------------------------------
     def ready(self) -> dict[str, Any]:
         response = self._http.get("/readyz")
-        return response.json()  # type: ignore[no-any-return]
+        return response.json()  # type: ignore[no-any-return]  # httpx types json() as Any
 
     def _json(self, method: str, url: str, **kwargs: Any) -> Any:
         response = self._http.request(method, url, **kwargs)

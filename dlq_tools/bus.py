@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +31,7 @@ ACTIONS_TOPIC_CONFIG = {"cleanup.policy": "compact"}
 
 
 # librdkafka logs every failed connection attempt; failures reach the operator as BusError instead.
-_QUIET = {"logger": logging.getLogger("manifold.dlq_tools.kafka"), "log_level": 2}
+_QUIET: dict[str, Any] = {"logger": logging.getLogger("manifold.dlq_tools.kafka"), "log_level": 2}
 
 
 class BusError(RuntimeError):
@@ -77,18 +77,18 @@ def read_topic(bootstrap: str, topic: str, timeout_s: float = 120.0) -> list[Raw
             # consume() waits for num_messages or the timeout: ask for no more than can remain.
             remaining = sum(ends[p] - nexts[p] for p in ends)
             for msg in consumer.consume(max(1, min(500, remaining)), timeout=0.5):
-                if msg.error() is not None:
-                    if msg.error().code() == KafkaError._PARTITION_EOF:
+                if (error := msg.error()) is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
                         continue
-                    raise BusError(f"reading {topic}: {msg.error()}")
-                p = msg.partition()
-                if p not in ends or msg.offset() >= ends[p]:
+                    raise BusError(f"reading {topic}: {error}")
+                p, offset = msg.partition(), msg.offset()
+                if p is None or offset is None or p not in ends or offset >= ends[p]:
                     continue
-                nexts[p] = msg.offset() + 1
+                nexts[p] = offset + 1
                 ts_type, ts = msg.timestamp()
-                out.append(RawMessage(p, msg.offset(), msg.key(), msg.value(),
-                                      tuple(msg.headers() or ()), ts if ts_type else None))
-                if msg.offset() >= ends[p] - 1:
+                out.append(RawMessage(p, offset, msg.key(), msg.value(),
+                                      _header_pairs(msg.headers()), ts if ts_type else None))
+                if offset >= ends[p] - 1:
                     del ends[p]
             # Offsets can have gaps (compaction, control records): trust the position too.
             if ends:
@@ -103,6 +103,14 @@ def read_topic(bootstrap: str, topic: str, timeout_s: float = 120.0) -> list[Raw
         raise BusError(f"reading {topic}: {err}") from err
     finally:
         consumer.close()
+
+
+def _header_pairs(headers: Mapping[str, str | bytes | None] | Sequence[tuple[str, str | bytes | None]] | None,
+                  ) -> tuple[tuple[str, bytes | None], ...]:
+    """A consumed message's headers as (name, bytes) pairs. librdkafka returns exactly that; the
+    client's type also allows a mapping and str values (what a producer may pass), encoded here."""
+    pairs = headers.items() if isinstance(headers, Mapping) else headers or ()
+    return tuple((name, value.encode() if isinstance(value, str) else value) for name, value in pairs)
 
 
 def ensure_actions_topic(bootstrap: str, topic: str) -> None:
@@ -187,7 +195,7 @@ class RateLimiter:
 
 
 def replay(entries: Sequence[Entry], producer: Producer, log: ActionLog, make_action: Callable[[Entry], DlqAction],
-           limiter: RateLimiter, on_sent: Callable[[int], None] = lambda n: None,
+           limiter: RateLimiter, on_sent: Callable[[int], object] = lambda n: None,
            window: int = 100, timeout_s: float = 60.0) -> ReplayReport:
     """Re-produce each entry's original key and value (byte for byte) to its source topic, with
     a `x-manifold-replay-of` header; record the acknowledged ones in the action log."""
@@ -226,7 +234,8 @@ def make_producer(bootstrap: str) -> Producer:
 
 
 def _produce(producer: Producer, topic: str, key: bytes | None, value: bytes,
-             headers: list[tuple[str, bytes]] | None, callback: Callable[[KafkaError | None, Any], None]) -> None:
+             headers: list[tuple[str, str | bytes | None]] | None,
+             callback: Callable[[KafkaError | None, Any], None]) -> None:
     while True:
         try:
             producer.produce(topic, key=key, value=value, headers=headers, on_delivery=callback)

@@ -43,7 +43,7 @@ _KINDS = ("bad_input", "exhausted", "poison", "unauthorized")
 
 
 # -- argument parsing -------------------------------------------------------------------------
-def _duration(text: str):  # type: ignore[no-untyped-def]
+def _duration(text: str) -> timedelta:
     try:
         return parse_duration(text)
     except ValueError as err:
@@ -63,7 +63,8 @@ def _filter_args(all_help: str) -> argparse.ArgumentParser:
     group.add_argument("--tenant", help="only this tenant")
     group.add_argument("--stage", help="only this stage (parse, chunk, embed, extract, load)")
     group.add_argument("--kind", choices=_KINDS, help="only this error kind")
-    group.add_argument("--older-than", type=_duration, metavar="AGE", help="failed more than AGE ago (90s, 30m, 2h, 7d, 1h30m)")
+    group.add_argument("--older-than", type=_duration, metavar="AGE",
+                       help="failed more than AGE ago (90s, 30m, 2h, 7d, 1h30m)")
     group.add_argument("--newer-than", type=_duration, metavar="AGE", help="failed less than AGE ago")
     group.add_argument("--all", action="store_true", help=all_help)
     return common
@@ -98,7 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "filters, or --all (filters and --all select open entries only).")
     p.add_argument("ids", nargs="*", metavar="ID", help="<partition>:<offset>")
     p.add_argument("--dry-run", action="store_true", help="list what would be replayed; produce nothing")
-    p.add_argument("--rate", type=_rate, default=50.0, metavar="N/s", help="at most N messages per second (default 50/s)")
+    p.add_argument("--rate", type=_rate, default=50.0, metavar="N/s",
+                   help="at most N messages per second (default 50/s)")
     p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
     p.set_defaults(handler=_cmd_replay)
 
@@ -140,7 +142,7 @@ class Context:
         return entries, fold(entries, actions)
 
     def action(self, entry: Entry, kind: str, target: str | None = None) -> DlqAction:
-        return DlqAction(dlq_id=entry.id, dlq_sha256=entry.digest, action=kind, at=self.now,  # type: ignore[arg-type]
+        return DlqAction(dlq_id=entry.id, dlq_sha256=entry.digest, action=kind, at=self.now,  # type: ignore[arg-type]  # kind: validated by DlqAction
                          by=_operator(), target_topic=target)
 
 
@@ -282,7 +284,7 @@ def _cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
     present = bus.existing_topics(ctx.bootstrap)
     missing = [e for e in todo if e.letter and e.letter.source_topic not in present]
     for entry in missing:
-        print(f"skipping {entry.id}: source topic {entry.letter.source_topic} does not exist",  # type: ignore[union-attr]
+        print(f"skipping {entry.id}: source topic {entry.letter.source_topic} does not exist",  # type: ignore[union-attr]  # missing has letters only
               file=ctx.err)
     skipped = {e.id for e in missing}
     todo = [e for e in todo if e.id not in skipped]
@@ -353,10 +355,10 @@ def _cmd_stats(args: argparse.Namespace, ctx: Context) -> int:
     if result["open_invalid"]:
         w(f"open entries that are not valid DeadLetters: {result['open_invalid']}\n")
     if result["oldest_age_s"] is not None:
-        w(f"oldest open: {format_age(timedelta(seconds=result['oldest_age_s']))}  "  # type: ignore[arg-type]
-          f"newest open: {format_age(timedelta(seconds=result['newest_age_s']))}\n")  # type: ignore[arg-type]
+        w(f"oldest open: {format_age(timedelta(seconds=result['oldest_age_s']))}  "  # type: ignore[arg-type]  # a float: checked above
+          f"newest open: {format_age(timedelta(seconds=result['newest_age_s']))}\n")  # type: ignore[arg-type]  # set with oldest
     for title, key in (("stage", "by_stage"), ("error kind", "by_kind"), ("tenant", "by_tenant")):
-        counts: dict[str, int] = result[key]  # type: ignore[assignment]
+        counts: dict[str, int] = result[key]  # type: ignore[assignment]  # result is a JSON-shaped dict[str, object]
         if counts:
             w(f"open by {title}:\n")
             for name, n in counts.items():

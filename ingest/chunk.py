@@ -32,6 +32,7 @@ Guarantees:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -120,7 +121,8 @@ def _layout(elements: list[Element], scope: str, root_title: str) -> tuple[list[
 
     def open_section(title: str, path: list[str]) -> None:
         ordinal = len(sections)
-        sections.append(Section(section_id=ids.child_id("sec", scope, ordinal), ordinal=ordinal, title=title, path=path))
+        sections.append(Section(section_id=ids.child_id("sec", scope, ordinal), ordinal=ordinal, title=title,
+                                path=path))
 
     for i, element in enumerate(elements):
         following = elements[i + 1] if i + 1 < len(elements) else None
@@ -193,7 +195,8 @@ def _table_chunks(table: Element, max_chars: int) -> list[str]:
     header_cells, body = grid[0], grid[1:]
     header = " | ".join(header_cells)
     if len(header) > max_chars:  # too wide to head any chunk: every row goes out in column slices
-        return [c for cells in (body or [None]) for c in _row_slices(header_cells, cells, max_chars)]
+        rows: Sequence[list[str] | None] = body or [None]  # no body: the header alone
+        return [c for cells in rows for c in _row_slices(header_cells, cells, max_chars)]
     chunks: list[str] = []
     current, size = [header], len(header)
     for cells in body:

@@ -28,7 +28,7 @@ from typing import Protocol
 
 from manifold.shared.artifacts import ExtractedDocument
 from manifold.shared.embedding_configs import PRIMARY, ConfigEmbedders, UnknownEmbeddingConfig
-from manifold.shared.stores.embedding_pg import ChunkToEmbed, Verification, VectorRow
+from manifold.shared.stores.embedding_pg import ChunkToEmbed, PostgresEmbeddingStore, VectorRow, Verification
 
 log = logging.getLogger(__name__)
 
@@ -62,9 +62,9 @@ def write_live_configs(doc: ExtractedDocument, store: ParallelVectorStore, embed
     return written
 
 
-def backfill(store, embedders: ConfigEmbedders, config: str, tenant_id: str, *,  # type: ignore[no-untyped-def]
-             batch_size: int = 64, progress: Callable[[int], None] | None = None,
-             on_total: Callable[[int], None] | None = None) -> int:
+def backfill(store: PostgresEmbeddingStore, embedders: ConfigEmbedders, config: str, tenant_id: str, *,
+             batch_size: int = 64, progress: Callable[[int], object] | None = None,
+             on_total: Callable[[int], object] | None = None) -> int:
     """Give every chunk of the tenant's non-retired versions a current vector for `config`;
     returns how many were embedded. Safe to interrupt and rerun (it resumes where vectors are
     missing) and to run while ingestion writes the same configuration."""
@@ -85,14 +85,16 @@ def backfill(store, embedders: ConfigEmbedders, config: str, tenant_id: str, *, 
             return done
         vectors = embedders.encode_chunks(config, [(c.text, c.title) for c in batch])
         store.upsert_vectors(tenant_id, config, [
-            VectorRow(c.chunk_id, c.document_id, c.version, c.content_sha256, v) for c, v in zip(batch, vectors)])
+            VectorRow(c.chunk_id, c.document_id, c.version, c.content_sha256, v)
+            for c, v in zip(batch, vectors, strict=True)])
         done += len(batch)
         after = batch[-1].chunk_id
         if progress is not None:
             progress(len(batch))
 
 
-def verify(store, embedders: ConfigEmbedders, config: str, tenant_ids: Sequence[str]) -> tuple[bool, list[Verification]]:  # type: ignore[no-untyped-def]
+def verify(store: PostgresEmbeddingStore, embedders: ConfigEmbedders, config: str,
+           tenant_ids: Sequence[str]) -> tuple[bool, list[Verification]]:
     """Verify `config` for every tenant; mark it verified for all of them only if all pass."""
     cfg = embedders.config(config)
     reports = [store.verify(t, cfg) for t in tenant_ids]
@@ -102,11 +104,12 @@ def verify(store, embedders: ConfigEmbedders, config: str, tenant_ids: Sequence[
     return ok, reports
 
 
-def activate(store, embedders: ConfigEmbedders, config: str, tenant_ids: Sequence[str]) -> dict[str, Verification]:  # type: ignore[no-untyped-def]
+def activate(store: PostgresEmbeddingStore, embedders: ConfigEmbedders, config: str,
+             tenant_ids: Sequence[str]) -> dict[str, Verification]:
     """Switch every tenant to `config` in one transaction (raises `ActivationRefused`)."""
-    return store.activate(list(tenant_ids), embedders.config(config))  # type: ignore[no-any-return]
+    return store.activate(list(tenant_ids), embedders.config(config))
 
 
-def retire(store, config: str, tenant_ids: Sequence[str]) -> dict[str, int]:  # type: ignore[no-untyped-def]
+def retire(store: PostgresEmbeddingStore, config: str, tenant_ids: Sequence[str]) -> dict[str, int]:
     """Retire `config` per tenant and delete its vectors; returns vectors deleted per tenant."""
     return {t: store.retire(t, config) for t in tenant_ids}

@@ -147,11 +147,13 @@ def find_in_kafka(bootstrap: str, topic_names: Iterable[str], needles: Iterable[
             for msg in msgs:
                 if msg.error() is not None:
                     continue
-                where = (msg.topic(), msg.partition())
-                if where in remaining and msg.offset() + 1 >= remaining[where]:
+                where, offset = (msg.topic(), msg.partition()), msg.offset()
+                if where in remaining and offset is not None and offset + 1 >= remaining[where]:
                     del remaining[where]
+                headers = msg.headers() or []  # (name, bytes) pairs; the client's type also allows str
+                values = headers.values() if isinstance(headers, dict) else (v for _, v in headers)
                 blob = (msg.key() or b"") + (msg.value() or b"") + b"".join(
-                    v or b"" for _, v in (msg.headers() or []))
+                    v.encode() if isinstance(v, str) else v or b"" for v in values)
                 if any(n in blob for n in needles):
                     hits.append(f"{msg.topic()}/{msg.partition()}/{msg.offset()}")
         if remaining:

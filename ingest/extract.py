@@ -272,7 +272,7 @@ class _Extraction:
                   "(their values are kept verbatim in the records' attributes)")
         self.flag("columns", (element.index, *unmapped), reason, {
             "element_index": element.index, "page": element.page, "columns": list(unmapped),
-            "header": list(result.header), "lacking": lacking,
+            "header": list(result.header), "lacking": list(lacking),
         }, self.provenance())
 
     def _table_issue(self, element: Element, header: tuple[str, ...], issue: RowIssue,
@@ -349,7 +349,7 @@ class _Extraction:
             return (None, None)
         found = match.groupdict()
         try:
-            return tuple(parse_date(found[k]) if found.get(k) else None for k in ("f", "t"))  # type: ignore[return-value]
+            return tuple(parse_date(found[k]) if found.get(k) else None for k in ("f", "t"))  # type: ignore[return-value]  # a 2-tuple: two keys
         except ValueError as exc:
             if any(pattern.search(sentence) for _, pattern in _RULES):
                 self.flag("validity", (provenance.chunk_id, sentence), f"unreadable validity date: {exc}",

@@ -9,7 +9,7 @@ content; sniffing is only a fallback for names without a known extension.
 from __future__ import annotations
 
 import re
-from pathlib import Path
+from pathlib import PurePath
 
 TEXT = "text/plain"
 MARKDOWN = "text/markdown"
@@ -39,11 +39,12 @@ _BY_EXTENSION: dict[str, str] = {
 
 _HTML_START = re.compile(rb"^\s*(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html|head|body)[\s>]", re.IGNORECASE | re.DOTALL)
 _HEADER_LINE = re.compile(rb"^([A-Za-z][A-Za-z0-9-]*):[ \t]", re.MULTILINE)
-_MAIL_HEADERS = {b"from", b"to", b"cc", b"subject", b"date", b"message-id", b"received", b"mime-version", b"return-path"}
+_MAIL_HEADERS = {b"from", b"to", b"cc", b"subject", b"date", b"message-id", b"received", b"mime-version",
+                 b"return-path"}
 _UTF8_BOM = b"\xef\xbb\xbf"
 
 
-def guess_media_type(path: Path, head: bytes) -> str | None:
+def guess_media_type(path: PurePath, head: bytes) -> str | None:
     """The media type of a file named `path` whose content starts with `head`, or None if unknown.
 
     Known extensions (case-insensitive) decide. Otherwise the head is sniffed: `%PDF-` is a PDF,

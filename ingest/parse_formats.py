@@ -134,7 +134,7 @@ def rows_from_html(html: str | None) -> list[list[str]] | None:
     for tr in lxml.html.fromstring(html).iter("tr"):
         cells: list[str] = []
         for cell in tr:
-            if cell.tag in ("td", "th"):
+            if isinstance(cell, lxml.html.HtmlElement) and cell.tag in ("td", "th"):  # not a comment
                 span = int(cell.get("colspan", "1")) if cell.get("colspan", "1").isdigit() else 1
                 cells.extend([" ".join(cell.text_content().split())] * max(1, min(span, 50)))
         if any(cells):

@@ -88,7 +88,7 @@ def _store(ports: Ports, notice_from: StageNotice | DocumentUpserted, stage: str
         tenant_id=notice_from.tenant_id,
         document_id=notice_from.document_id,
         version=notice_from.version,
-        stage=stage,  # type: ignore[arg-type]
+        stage=stage,  # type: ignore[arg-type]  # StageNotice validates the stage name
         payload_key=key,
     )
 
@@ -149,9 +149,9 @@ def run_embed_batch(notices: list[StageNotice], ports: Ports) -> list[StageNotic
             continue
         try:
             outcomes[i] = _store(ports, notices[i], "embedded", result.model_dump_json().encode())
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:  # noqa: BLE001 - this document's own outcome
             outcomes[i] = err
-    return outcomes  # type: ignore[return-value]
+    return outcomes  # type: ignore[return-value]  # no None left: every index set above
 
 
 def run_extract(notice: StageNotice, ports: Ports) -> StageNotice:
@@ -189,7 +189,7 @@ def run_load_batch(notices: list[StageNotice], ports: Ports) -> list[LoadNotice 
         if isinstance(result, LoadNotice) and ports.vectors is not None:
             try:  # before the LoadNotice leaves, so no version activates uncovered
                 embedding_migration.write_live_configs(doc, ports.vectors, ConfigEmbedders(ports.embedder))
-            except Exception as err:  # noqa: BLE001
+            except Exception as err:  # noqa: BLE001 - this document's own outcome
                 result = err
         outcomes[i] = result
     return outcomes

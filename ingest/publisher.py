@@ -208,8 +208,8 @@ def _publish_many(notices: list[LoadNotice], ports: PublishPorts) -> dict[int, o
     unmark = [(key[i][0], key[i][1]) for i, r in results.items() if not r.activated]
     unmark += [(key[i][0], old) for i, r in results.items() for old in r.retired]
     with _together(ports.marked, tenant):  # after the activations committed
-        for d, v in unmark:
-            _mark(ports, tenant, d, v, False)
+        for doc_id, v in unmark:
+            _mark(ports, tenant, doc_id, v, False)
     for i, r in results.items():
         if not r.activated and r.reason == "deleted":
             _purge(ports, tenant, key[i][0], [key[i][1]])

@@ -112,14 +112,14 @@ def _named(ports: PublishPorts) -> list[tuple[str, Any]]:
 def detect(ports: ReconcilePorts, tenant_id: str, *, grace_s: float = DEFAULT_GC_GRACE_S,
            inflight_s: float = DEFAULT_INFLIGHT_S) -> list[Finding]:
     """Every drift finding for one tenant (reads only)."""
-    manifest: ReconcileManifest = ports.manifest  # type: ignore[assignment]
+    manifest: ReconcileManifest = ports.manifest  # type: ignore[assignment]  # the PostgreSQL manifest is one
     entries = {e.key: e for e in manifest.entries(tenant_id)}
     active = {k for k, e in entries.items() if e.state == "active"}
     inflight = manifest.recently_loaded(tenant_id, inflight_s)
     expired = datetime.now(UTC) - timedelta(seconds=grace_s)
     findings: list[Finding] = []
     for name, store in _named(ports):
-        held = store.held_versions(tenant_id)
+        held: set[tuple[str, int]] = store.held_versions(tenant_id)
         gone: set[tuple[str, int]] = set()
         for key in sorted(active):
             want = entries[key].expected_for(name)
@@ -157,12 +157,12 @@ def _redrive(ports: ReconcilePorts, tenant_id: str, document_id: str, version: i
     raw = ports.staging.get_payload(tenant_id, payload_key(tenant_id, document_id, version, entry.config_fingerprint),
                                     "extracted")
     doc = ExtractedDocument.model_validate_json(raw)
-    notice = load.handle(doc, ports.relational, ports.text, ports.graph)  # type: ignore[arg-type]
+    notice = load.handle(doc, ports.relational, ports.text, ports.graph)
     if list(notice.stores) != list(entry.expected):
         raise BadInput(f"{document_id}@{version}: staged payload no longer matches the manifest")
     for store in ports.marked:
         store.set_serving(tenant_id, document_id, version, True)
-    ports.manifest.sync_state(tenant_id, document_id, version)  # type: ignore[attr-defined]
+    ports.manifest.sync_state(tenant_id, document_id, version)  # type: ignore[attr-defined]  # a ReconcileManifest
 
 
 def repair(ports: ReconcilePorts, findings: list[Finding], report: Report) -> None:
@@ -203,7 +203,7 @@ def repair(ports: ReconcilePorts, findings: list[Finding], report: Report) -> No
                 entry = [e for e in ports.manifest.entries(f.tenant_id, f.document_id) if e.version == f.version]
                 store.set_serving(f.tenant_id, f.document_id, f.version, bool(entry) and entry[0].state == "active")
             else:
-                ports.manifest.sync_state(f.tenant_id, f.document_id, f.version)  # type: ignore[attr-defined]
+                ports.manifest.sync_state(f.tenant_id, f.document_id, f.version)  # type: ignore[attr-defined]  # as above
             report.repaired[f.store] += 1
         except (Transient, BadInput) as err:
             report.failed.append(f"{f.store} wrong_version {f.document_id}@{f.version}: {err}")

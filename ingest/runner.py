@@ -265,9 +265,9 @@ class StageRunner(Generic[In, Out]):
             error_kind=kind,
             error=error[:20000],
             attempts=attempts,
-            source_topic=msg.topic(),
-            source_partition=msg.partition(),
-            source_offset=msg.offset(),
+            source_topic=msg.topic(),  # type: ignore[arg-type]  # Optional in the client's types; set when consumed
+            source_partition=msg.partition(),  # type: ignore[arg-type]  # as above
+            source_offset=msg.offset(),  # type: ignore[arg-type]  # as above
             key_b64=b64(key),
             value_b64=b64(bytes(raw)) or "",
             **_identity(msg.value()),
@@ -348,7 +348,9 @@ def _identity(value: bytes | None) -> dict[str, Any]:
         data = json.loads(value or b"")
         if not isinstance(data, dict):
             return {}
-        doc = data.get("doc") if isinstance(data.get("doc"), dict) else data
+        doc = data.get("doc")
+        if not isinstance(doc, dict):
+            doc = data
         out: dict[str, Any] = {}
         if isinstance(doc.get("tenant_id"), str):
             out["tenant_id"] = doc["tenant_id"][:128]

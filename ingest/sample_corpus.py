@@ -13,6 +13,7 @@ import csv
 import io
 import json
 import random
+from collections.abc import Callable
 from decimal import Decimal
 from email.message import EmailMessage
 from pathlib import Path
@@ -130,7 +131,8 @@ def _email(rng: random.Random, i: int) -> tuple[str, bytes]:
     return f"mail/msg-{i:04d}.eml", bytes(msg)
 
 
-_MAKERS = [_contract, _invoice_csv, _orders_json, _manual_html, _note_txt, _email]
+_MAKERS: list[Callable[[random.Random, int], tuple[str, str | bytes]]] = [
+    _contract, _invoice_csv, _orders_json, _manual_html, _note_txt, _email]
 
 
 def write_corpus(root: Path, size: int, seed: int = 7) -> list[Path]:

@@ -15,9 +15,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from confluent_kafka import Consumer, Producer
-from tenacity import Retrying
 from pydantic import BaseModel, ValidationError
+from tenacity import Retrying
 
+from manifold.ingest import EXTRA_ROLES as EXTRA_ROLES  # re-exported: the roles `manifold workers` offers
+from manifold.ingest import ROLES as ROLES
 from manifold.ingest import pipeline
 from manifold.ingest.notices import StageNotice
 from manifold.ingest.runner import BatchPolicy, Output, RetryPolicy, StageRunner, StageSpec
@@ -29,8 +31,6 @@ from manifold.shared.events import DocumentDeleted, DocumentUpserted, parse_even
 from manifold.shared.kafka import consumer_config, ensure_topics, pipeline_topic_configs, producer_config
 
 log = logging.getLogger(__name__)
-
-from manifold.ingest import EXTRA_ROLES, ROLES  # noqa: E402  (re-exported)
 
 # Models come from installed packages only (unstructured's own opt-outs are set by parse_formats).
 _OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
@@ -92,9 +92,9 @@ def build_ports(settings: ManifoldSettings) -> pipeline.Ports:
     from manifold.shared import vocabulary
     from manifold.shared.embedding import SentenceTransformerEmbedder
     from manifold.shared.stores.elasticsearch import ElasticsearchTextIndex
-    from manifold.shared.stores.neo4j import Neo4jGraphStore
     from manifold.shared.stores.embedding_cache_pg import PostgresEmbeddingCache
     from manifold.shared.stores.embedding_pg import PostgresEmbeddingStore
+    from manifold.shared.stores.neo4j import Neo4jGraphStore
     from manifold.shared.stores.postgres import PostgresRelationalStore, PostgresStagingStore
 
     check_schema(settings)
@@ -164,7 +164,7 @@ def _publish_decode(raw: bytes) -> LoadNotice | DocumentDeleted:
     except ValueError:
         raise BadInput("publish message is not JSON") from None
     if isinstance(data, dict) and "doc" in data:
-        return _decoder(LoadNotice)(raw)  # type: ignore[no-any-return]
+        return _decoder(LoadNotice)(raw)  # type: ignore[no-any-return]  # _decoder returns Any
     event = parse_event(raw)
     if not isinstance(event, DocumentDeleted):
         raise BadInput("only LoadNotice and DocumentDeleted belong on manifold.publish")
@@ -228,7 +228,7 @@ def run(settings: ManifoldSettings, roles: Sequence[str], stop: threading.Event)
     ensure_topics(bootstrap, topics.PIPELINE_TOPICS, topics.DEFAULT_PARTITIONS, pipeline_topic_configs(settings.kafka))
     ports = build_ports(settings)
     if "embed" in roles:
-        ports.embedder.warm_up()  # type: ignore[attr-defined]
+        ports.embedder.warm_up()  # type: ignore[attr-defined]  # not on the Embedder port
     if settings.ingest.metrics_port:
         from prometheus_client import start_http_server
 

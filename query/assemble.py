@@ -262,7 +262,8 @@ def check_citations(text: str, evidence: Sequence[Evidence]) -> list[str]:
     return [c for c in re.findall(r"\[(ev_[A-Za-z0-9_]+)\]", text) if c not in known]
 
 
-def status_for(answer: str, evidence: Sequence[Evidence], gaps: Sequence[Gap], result: Mapping[str, Any]) -> ReplyStatus:
+def status_for(answer: str, evidence: Sequence[Evidence], gaps: Sequence[Gap],
+               result: Mapping[str, Any]) -> ReplyStatus:
     """`no_answer` when nothing was found and nothing failed (missing data is an answer: there is
     none); `partial` when something failed or is missing beside what was found; else `answered`."""
     found = evidence or any(isinstance(v, Mapping) and v.get("matched_line_count") for v in result.values())

@@ -138,7 +138,7 @@ def load_signing_key(path: Path) -> tuple[str, Any]:
         key = load_pem_private_key(Path(path).read_bytes(), password=None)
     except (OSError, ValueError, TypeError) as err:
         raise InsecureKey(f"query.token_signing_key_file {path}: not a readable PEM private key ({err})") from None
-    return _algorithm_of_public_key(key.public_key(), str(path)), key  # type: ignore[union-attr]
+    return _algorithm_of_public_key(key.public_key(), str(path)), key
 
 
 def verification_keys(settings: ManifoldSettings) -> list[VerificationKey]:
@@ -317,7 +317,7 @@ def _principal(claims: dict[str, object], now: int, skew: int, max_lifetime_s: i
     for name in ("iat", "nbf", "exp"):
         if not isinstance(claims[name], int) or isinstance(claims[name], bool):
             raise TokenError(f"claim {name!r} is not an integer timestamp")
-    exp, nbf, iat = int(claims["exp"]), int(claims["nbf"]), int(claims["iat"])  # type: ignore[call-overload]
+    exp, nbf, iat = int(claims["exp"]), int(claims["nbf"]), int(claims["iat"])  # type: ignore[call-overload]  # ints: checked above
     if now >= exp + skew:
         raise TokenError("expired")
     if now + skew < nbf:

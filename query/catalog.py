@@ -32,7 +32,7 @@ from typing import Any
 import neo4j
 from neo4j import exceptions as neo4j_errors
 
-from manifold.query.types import CatalogEntry
+from manifold.query.types import CatalogEntry, EntityKind
 from manifold.shared.config import ManifoldSettings
 from manifold.shared.errors import Transient
 from manifold.shared.stores.manifest import check_tenant
@@ -41,7 +41,7 @@ from manifold.shared.stores.serving import cypher_active
 
 __all__ = ["CatalogReader", "NODE_TYPE_TO_KIND"]
 
-NODE_TYPE_TO_KIND: dict[str, str] = {
+NODE_TYPE_TO_KIND: dict[str, EntityKind] = {
     "Company": "company",
     "Supplier": "supplier",
     "Product": "product",

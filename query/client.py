@@ -138,12 +138,12 @@ class QueryClient:
                 raise QueryTimeout(request.request_id, wait_s) from exc
             while (left := give_up - time.monotonic()) > 0:
                 msg = self._consumer.poll(min(left, 0.5))
-                if msg is None or msg.error() is not None or msg.value() is None:
+                if msg is None or msg.error() is not None or (raw := msg.value()) is None:
                     continue
                 if msg.key() is not None and msg.key() != key:
                     continue  # another request's reply
                 try:
-                    reply = protocol.decode_reply(msg.value())
+                    reply = protocol.decode_reply(raw)
                 except ValueError:
                     continue
                 if reply.request_id == request.request_id:

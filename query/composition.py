@@ -41,7 +41,8 @@ class _Sourced:
         self.source = source
 
     def run(self, params: Any, *, tenant_id: str, timeout_s: float) -> StepResult:
-        return self._executor.run(params, tenant_id=tenant_id, timeout_s=timeout_s)
+        result: StepResult = self._executor.run(params, tenant_id=tenant_id, timeout_s=timeout_s)
+        return result
 
 
 class _ManifestActive:
@@ -181,7 +182,8 @@ def build_embedded_answerer(settings: ManifoldSettings) -> Any:
     embedder = SentenceTransformerEmbedder()
     # Warm up before the first request, not inside its deadline: load the model and train the
     # intent classifier (a few seconds, local only, nothing connects).
-    classifier = train_default(embedder, fit_encoder=_CachedEncoder(embedder, settings.embedded.dir.resolve() / "cache"))
+    classifier = train_default(embedder,
+                               fit_encoder=_CachedEncoder(embedder, settings.embedded.dir.resolve() / "cache"))
     catalog = PostgresCatalogReader.from_settings(settings)
     exact = PgExactLookupExecutor.from_settings(settings)
     bm25 = PgBM25Executor.from_settings(settings)
@@ -196,8 +198,8 @@ def build_embedded_answerer(settings: ManifoldSettings) -> Any:
         "graph_expand": _Sourced(PgGraphExpandExecutor.from_settings(settings), "postgres-graph"),
     }
     engine = Engine(executors, Breakers(failures=q.breaker_failures, reset_s=q.breaker_reset_s))
-    closers = [c.close for c in (catalog, exact, bm25, executors["graph_expand"]._executor)  # noqa: SLF001
-               if callable(getattr(c, "close", None))]
+    closers = [close for c in (catalog, exact, bm25, executors["graph_expand"]._executor)  # noqa: SLF001 - own wrapper
+               if callable(close := getattr(c, "close", None))]
     return QueryService(engine=engine, catalog=catalog, active=_ManifestActive(pg),
                         continuations=_SignedContinuations(continuation_secret(settings)),
                         screen=guard.screen, route=router.route, apply_choice=router.apply_choice,

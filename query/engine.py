@@ -140,7 +140,8 @@ class Engine:
                     self._breakers.record(self._executors[step.operator].source, ok=False)
                     self._record(out, step, "timeout", (now - started) * 1000,
                                  gap=Gap(step=step.id, kind="timeout",
-                                         detail=f"{step.operator} did not finish within its {due - started:.2f}s budget"))
+                                         detail=f"{step.operator} did not finish within its "
+                                                f"{due - started:.2f}s budget"))
                 else:
                     continue
                 del running[future]
@@ -152,7 +153,8 @@ class Engine:
         failed = [d for d in deps[step.id] if not out.ok(d)]
         if failed:
             raise _Skip("skipped", Gap(step=step.id, kind="step_failed",
-                                       detail=f"{step.id} skipped: it needs {', '.join(sorted(failed))}, which did not succeed"))
+                                       detail=f"{step.id} skipped: it needs {', '.join(sorted(failed))}, "
+                                              "which did not succeed"))
         left = deadline - self._clock()
         if step.optional and left < self._optional_floor * start_budget:
             raise _Skip("cancelled", Gap(step=step.id, kind="degraded",
@@ -188,7 +190,7 @@ class Engine:
     @staticmethod
     def _record(out: Execution, step: Any, status: str, elapsed_ms: float, *, hits: int = 0,
                 gap: Gap | None = None) -> None:
-        out.steps.append(TraceStep(step_id=step.id, operator=step.operator, status=status,  # type: ignore[arg-type]
+        out.steps.append(TraceStep(step_id=step.id, operator=step.operator, status=status,  # type: ignore[arg-type]  # TraceStep validates status
                                    elapsed_ms=round(elapsed_ms, 2), hits=hits,
                                    detail=gap.detail if gap else None))
         # The step ran in a pool thread; its span is recorded here, in the `execute` span's thread,

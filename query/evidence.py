@@ -117,7 +117,7 @@ def final_check(conn: psycopg.Connection[Any], tenant_id: str, items: Iterable[T
     items = list(items)
     if not items:
         return [], 0
-    doc_ids = sorted({_doc(i) for i in items if _doc(i) is not None})
+    doc_ids = sorted({doc for i in items if (doc := _doc(i)) is not None})
     active = active_versions(conn, tenant_id, doc_ids)
     kept = check_hits_active(items, active)
     return kept, len(items) - len(kept)
@@ -139,7 +139,7 @@ def chunk_evidence(hit: TextHit, *, tenant_id: str, store: str, retrieved_at: da
         base["score"] = round(float(hit.score), 6)
     base.update(claims or {})
     return Evidence(
-        evidence_id=f"chunk:{hit.chunk_id}", store=store, kind="chunk", tenant_id=tenant_id,  # type: ignore[arg-type]
+        evidence_id=f"chunk:{hit.chunk_id}", store=store, kind="chunk", tenant_id=tenant_id,  # type: ignore[arg-type]  # store: validated
         document_id=hit.document_id, version=hit.version, chunk_id=hit.chunk_id, text=hit.text,
         claims=base, retrieved_at=retrieved_at, rank=hit.rank,
         routes=tuple(routes) if routes is not None else (hit.source,),
@@ -148,12 +148,12 @@ def chunk_evidence(hit: TextHit, *, tenant_id: str, store: str, retrieved_at: da
 
 def record_evidence(row: Mapping[str, Any], *, tenant_id: str, retrieved_at: datetime, rank: int) -> Evidence:
     """One record row (invoice, credit note, order, catalog item) found by its number."""
-    issued = row.get("issued_on")
+    issued, currency = row.get("issued_on"), row.get("currency")
     claims = {
         "number": row["number"], "record_type": row["record_type"],
         "counterparty": row.get("counterparty_name"),
         "issued_on": issued.isoformat() if issued is not None else None,
-        "currency": row.get("currency").strip() if row.get("currency") else None,
+        "currency": currency.strip() if currency else None,
         "status": row.get("status"),
     }
     return Evidence(

@@ -38,7 +38,7 @@ class PostgresCatalogReader(CatalogReader):
     """`CatalogReader` over the PostgreSQL graph tables (see the module docstring)."""
 
     def __init__(self, connections: TenantConnections, settings: ManifoldSettings, *, ttl_s: float = 30.0) -> None:
-        super().__init__(None, connections, settings, ttl_s=ttl_s)  # type: ignore[arg-type]
+        super().__init__(None, connections, settings, ttl_s=ttl_s)  # type: ignore[arg-type]  # no Neo4j driver
         self._pg = connections
 
     @classmethod

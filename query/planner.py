@@ -31,7 +31,8 @@ from manifold.shared.identifiers import identifier_kind, normalize_identifier
 
 _APPROVED = re.compile(r"\bapproved\b|\bvendors?\b|\bsuppliers? of\b", re.I)
 _AT_RISK = re.compile(r"\b(at risk|exposure|exposed|revenue)\b", re.I)
-_UNIT_PRICE = re.compile(r"\bunit (?:price|cost)\b|\bprice of\b|\b(?:cost|priced?|invoiced|charged|billed) (?:at )?per unit\b"
+_UNIT_PRICE = re.compile(r"\bunit (?:price|cost)\b|\bprice of\b"
+                         r"|\b(?:cost|priced?|invoiced|charged|billed) (?:at )?per unit\b"
                          r"|\bhow much (?:does|did) .* cost\b|\b(?:list|catalog(?:ue)?|agreed|contract) price\b", re.I)
 _PRODUCTS = re.compile(r"\bproducts?\b|\bitems?\b|\bskus?\b|\bsupplies\b|\bsupply\b|\bsell\b", re.I)
 _SUPPLIERS = re.compile(r"\bsuppliers?\b|\bvendors?\b|\bwho supplies\b|\bwho sells\b", re.I)
@@ -57,7 +58,8 @@ def _code(product: Any) -> str:
     """A product's code as written (its display name) when its key is not an identifier: keys
     of other codes are normalised names (`hx 2210`), the metric compares codes without
     punctuation either way, and the name reads better in the answer."""
-    return product.key if normalize_identifier(product.key) == product.key else (product.name or product.key)
+    code: str = product.key if normalize_identifier(product.key) == product.key else (product.name or product.key)
+    return code
 
 
 def _names(entries: list[Any]) -> list[str]:
@@ -139,7 +141,7 @@ def _aggregate_steps(route: Any, question: str, as_of: date, companies: list[Any
         return [{"id": "price", "operator": "metric_query", "params": {"metric": "unit_price_on", "where": where}}]
     if _AT_RISK.search(question) or (_ORDERS.search(question) and "delayed" in route.statuses):
         steps: list[dict[str, Any]] = []
-        where: dict[str, Any] = {"statuses": list(route.statuses) or ["delayed"]}
+        where = {"statuses": list(route.statuses) or ["delayed"]}
         orders = [i for i in identifiers if i.startswith(("PO-", "ORD-"))]
         if suppliers:
             where["supplier_names"] = _names(suppliers)

@@ -236,7 +236,8 @@ class QueryService:
                               for c in anchor.candidates)
             text = f"Which {anchor.kind.replace('_', ' ')} do you mean by \u201c{anchor.text}\u201d: {names}?"
         else:
-            text = f"I could not find a {anchor.kind.replace('_', ' ')} called \u201c{anchor.text}\u201d. Which one do you mean?"
+            text = (f"I could not find a {anchor.kind.replace('_', ' ')} called \u201c{anchor.text}\u201d. "
+                    "Which one do you mean?")
         if note:
             text = f"{note}. {text}"
         policy.append("router: clarify")
@@ -252,7 +253,8 @@ class QueryService:
                error: str | None = None) -> QueryReply:
         trace = Trace(
             request_id=request.request_id,
-            intents=tuple(IntentScore(type=i.type, confidence=round(i.confidence, 3)) for i in route.intents) if route else (),
+            intents=tuple(IntentScore(type=i.type, confidence=round(i.confidence, 3)) for i in route.intents)
+            if route else (),
             entities=_entities(route),
             constraints=_constraints(route),
             steps=tuple(execution.steps) if execution else (),
@@ -260,7 +262,7 @@ class QueryService:
             elapsed_ms=round((self._clock() - started) * 1000, 2),
         )
         all_gaps = list(gaps) + (list(execution.gaps) if execution else [])
-        return QueryReply(request_id=request.request_id, status=status, answer=answer,  # type: ignore[arg-type]
+        return QueryReply(request_id=request.request_id, status=status, answer=answer,  # type: ignore[arg-type]  # QueryReply validates status
                           result=result or {}, evidence=tuple(evidence), gaps=tuple(all_gaps),
                           clarification=clarification,
                           plan=plan.model_dump(mode="json") if plan else None, trace=trace, error=error)

@@ -97,4 +97,5 @@ def open_(blob: str, *, key: str, tenant_id: str, session_id: str, now: float | 
     exp = payload.get("exp")
     if not isinstance(exp, int) or (time.time() if now is None else now) >= exp:
         raise ContinuationError("continuation expired")
-    return payload["state"]
+    state: dict[str, Any] = payload["state"]  # a dict: checked above
+    return state

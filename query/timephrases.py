@@ -62,7 +62,7 @@ def _parse_date(raw: str) -> date | None:
             return date(y, m, d)
         parts = re.findall(r"[a-z]+|\d+", raw)
         nums = [int(p) for p in parts if p.isdigit()]
-        month = next(_month_number(p) for p in parts if p.isalpha() and _month_number(p))
+        month = next(n for n in (_month_number(p) for p in parts if p.isalpha()) if n)
         day, year = (nums[0], nums[1]) if nums[0] < 100 else (nums[1], nums[0])
         return date(year, month, day)
     except (ValueError, StopIteration, IndexError):
@@ -193,7 +193,7 @@ def _week_relative(m: re.Match[str], as_of: date) -> tuple[date, date]:
 
 
 def _to_date(m: re.Match[str], as_of: date) -> tuple[date, date]:
-    unit = m.group("unit").lower()
+    unit = (m.group("unit") or m.group("u2")).lower()  # "year to date" or "YTD"
     if unit in ("y", "year"):
         start = date(as_of.year, 1, 1)
     elif unit in ("q", "quarter"):
@@ -250,23 +250,13 @@ _PATTERNS: tuple[tuple[re.Pattern[str], Builder], ...] = tuple(
         (r"\b(?:in\s+|during\s+|for\s+)?(?:the\s+)?(?P<which>last|previous|prior|this|current)\s+week\b",
          _week_relative),
         (r"\b(?:(?P<unit>year|quarter|month)[\s-]+to[\s-]+date|(?P<u2>y|q|m)td)\b",
-         lambda m, a: _to_date(_UnitMatch(m), a)),
+         _to_date),
         (r"\b(?:in\s+|during\s+|over\s+|for\s+|within\s+)?(?:the\s+)?(?:(?:last|past|previous|prior)\s+"
          r"(?P<n>\d{1,4}|a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)|past)\s+"
          r"(?P<unit>days?|weeks?|months?|years?)\b", _last_n),
         (r"\b(?:today|yesterday)\b", _day_relative),
     )
 )
-
-
-class _UnitMatch:
-    """Adapts the `YTD`/`QTD`/`MTD` spelling to the `unit` group `_to_date` reads."""
-
-    def __init__(self, match: re.Match[str]) -> None:
-        self._match = match
-
-    def group(self, name: str) -> str:
-        return self._match.group("unit") or self._match.group("u2")
 
 
 def _month_named_may(m: re.Match[str], as_of: date) -> tuple[date, date]:

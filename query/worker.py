@@ -231,7 +231,7 @@ class QueryWorker:
             err = self._send_once(topic, reply.request_id.encode(), protocol.encode_reply(reply), stop)
             if err is None:
                 return True
-            if err == "stopped":
+            if isinstance(err, str):  # "stopped"
                 return False
             code = err.code()
             default = self.settings.query.reply_topic

@@ -141,8 +141,10 @@ class IngestSettings(_Section):
     metrics_port: int = Field(9464, ge=0, le=65535, description="0 disables /metrics")
     gc_grace_s: float = Field(3600.0, ge=0, description="retired versions keep their artifacts this long")
     reconcile_interval_s: float = Field(300.0, gt=0, description="period of the `reconcile` worker role")
-    batch_max_messages: int = Field(64, ge=1, le=10_000, description="a stage runner's micro-batch: at most this many messages")
-    batch_max_bytes: int = Field(8 * 1024 * 1024, ge=1024, description="... and at most this many bytes of message values")
+    batch_max_messages: int = Field(64, ge=1, le=10_000,
+                                    description="a stage runner's micro-batch: at most this many messages")
+    batch_max_bytes: int = Field(8 * 1024 * 1024, ge=1024,
+                                 description="... and at most this many bytes of message values")
     batch_linger_s: float = Field(0.2, ge=0, le=10, description="... waiting at most this long for a batch to fill")
     producers: dict[str, ProducerKey] = Field(
         default_factory=dict,
@@ -162,6 +164,13 @@ class IngestSettings(_Section):
 DEV_TOKEN_KEY = "manifold-dev-only-signing-key-change-me-0000"
 """The local development signing key (public: it is in the source). Used only when
 `query.allow_dev_key` is true (default false)."""
+
+
+FusionMethod = Literal["rrf", "minmax", "zscore"]
+
+
+def _rrf_for_every_class() -> dict[str, FusionMethod]:
+    return {"default": "rrf", "exact": "rrf", "lexical": "rrf", "semantic": "rrf"}
 
 
 class QuerySettings(_Section):
@@ -204,8 +213,8 @@ class QuerySettings(_Section):
         },
         description="per query class: RRF weight per branch",
     )
-    fusion_method: dict[str, Literal["rrf", "minmax", "zscore"]] = Field(
-        default_factory=lambda: {"default": "rrf", "exact": "rrf", "lexical": "rrf", "semantic": "rrf"},
+    fusion_method: dict[str, FusionMethod] = Field(
+        default_factory=_rrf_for_every_class,
         description="per query class: weighted RRF (rrf_k, rrf_weights) or normalised score fusion "
                     "(per-branch min-max or z-score, score_weights); a class not listed uses `default`",
     )

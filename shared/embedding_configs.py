@@ -106,7 +106,8 @@ class ConfigEmbedders:
         if (info.model, info.revision, info.dim, info.normalized) != (cfg.model, cfg.revision, cfg.dim,
                                                                       cfg.normalized):
             raise EmbeddingConfigMismatch(
-                f"configuration {name!r} needs {cfg.model} {cfg.revision}, the embedder is {info.model} {info.revision}")
+                f"configuration {name!r} needs {cfg.model} {cfg.revision}, "
+                f"the embedder is {info.model} {info.revision}")
         return cfg
 
     def encode_chunks(self, name: str, items: Sequence[tuple[str, str]]) -> list[list[float]]:

@@ -120,7 +120,7 @@ class ProducerRegistry:
                         "on manifold.documents will be dead-lettered as unauthorized")
         return cls(grants)
 
-    def verify(self, event: E) -> E:
+    def verify(self, event: Event) -> Event:
         """`event` if it is signed by a known producer allowed its tenant; else `Unauthorized`."""
         producer, signature = event.producer, event.signature
         if producer is None or signature is None:

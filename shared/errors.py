@@ -10,6 +10,8 @@ traceback, never retried in a loop.
 
 from __future__ import annotations
 
+from typing import ClassVar, Literal
+
 
 class ManifoldError(Exception):
     """Base class of manifold's own failures."""
@@ -19,7 +21,7 @@ class BadInput(ManifoldError):
     """The input cannot be processed as it is; send it to the DLQ with this reason, under the
     DLQ error kind `error_kind` (`unauthorized` for `envelope_auth.Unauthorized`)."""
 
-    error_kind = "bad_input"
+    error_kind: ClassVar[Literal["bad_input", "unauthorized"]] = "bad_input"
 
 
 class BadEvent(BadInput):

@@ -15,7 +15,7 @@ import hashlib
 import re
 import uuid
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
     AwareDatetime,
@@ -30,7 +30,7 @@ from pydantic import (
 
 from manifold.shared.errors import BadEvent
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Final = 1
 MAX_INLINE_BYTES = 256 * 1024
 MAX_EVENT_BYTES = 512 * 1024  # a serialized envelope; larger content must use a claim check
 MAX_METADATA_ITEMS = 64

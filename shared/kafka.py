@@ -93,7 +93,8 @@ def send_sync(producer: Producer, topic: str, key: bytes | None, value: bytes,
         if err is not None:
             errors.append(err)
 
-    producer.produce(topic, key=key, value=value, headers=headers, on_delivery=on_delivery)
+    producer.produce(topic, key=key, value=value, headers=None if headers is None else list(headers),
+                     on_delivery=on_delivery)
     if producer.flush(timeout) != 0:
         raise Transient(f"kafka did not acknowledge a message to {topic} within {timeout}s")
     if errors:
@@ -117,7 +118,8 @@ class DeliveryTracker:
                 headers: list[tuple[str, bytes]] | None = None) -> None:
         while True:
             try:
-                self.producer.produce(topic, key=key, value=value, headers=headers, on_delivery=self._on_delivery)
+                self.producer.produce(topic, key=key, value=value, headers=None if headers is None else list(headers),
+                                      on_delivery=self._on_delivery)
                 return
             except BufferError:  # local queue full: let deliveries drain, then retry
                 self.producer.poll(0.5)

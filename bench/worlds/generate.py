@@ -242,9 +242,9 @@ def _docx(paragraphs: list[str], table: list[list[str]] | None = None) -> bytes:
 
 
 def _email(sender: str, subject: str, sent: date, body: str) -> bytes:
+    from datetime import UTC, datetime
     from email.message import EmailMessage
     from email.utils import format_datetime
-    from datetime import datetime, UTC
 
     message = EmailMessage()
     message["From"] = sender
@@ -332,7 +332,7 @@ def generate(seed: int) -> World:
             price = p["price"] if rng.random() < 0.7 else (p["price"] * Decimal("0.95")).quantize(CENT)
             lines.append({"code": p["code"], "name": p["name"], "qty": qty, "price": price,
                           "amount": (qty * price).quantize(CENT)})
-        number = _unique(rng, lambda: _invoice_number(rng, style.invoice_format, year, n + k * rng.randint(3, 17)),
+        number = _unique(rng, lambda k=k: _invoice_number(rng, style.invoice_format, year, n + k * rng.randint(3, 17)),
                          numbers)
         invoices.append({"number": number, "supplier": supplier, "issued": issued, "status": status,
                          "lines": lines, "file": f"invoices/{number.replace('/', '-').lower()}.csv"})

@@ -195,7 +195,8 @@ def upstream_client(settings: ManifoldSettings, bus: Bus) -> Any:
     from manifold.shared.stores.ledger import PostgresVersionLedger
     from manifold.shared.stores.postgres import PostgresStagingStore
 
-    return UpstreamClient(producer=BusProducer(bus), ledger=PostgresVersionLedger(settings.postgres.ingest_conninfo()),
+    return UpstreamClient(producer=BusProducer(bus),  # type: ignore[arg-type]  # shaped like confluent_kafka.Producer
+                          ledger=PostgresVersionLedger(settings.postgres.ingest_conninfo()),
                           staging=PostgresStagingStore.from_settings(settings),
                           max_document_bytes=settings.ingest.max_document_bytes,
                           signer=signer_from_settings(settings))
@@ -234,7 +235,7 @@ class EmbeddedPipeline:
         for role in ROLES:
             consumer = BusConsumer(bus, f"manifold.{role}")
             consumer.subscribe([specs[role].source])
-            self.runners[role] = StageRunner(specs[role], consumer, BusProducer(bus), retry, policy)  # type: ignore[arg-type]
+            self.runners[role] = StageRunner(specs[role], consumer, BusProducer(bus), retry, policy)  # type: ignore[arg-type]  # Bus* imitate confluent_kafka
 
     def drain(self, progress: Callable[[str, int], None] = lambda _s, _n: None, max_passes: int = 100_000) -> DrainReport:
         """Run every stage until a full pass finds no message anywhere; `progress(stage, n)` after
@@ -248,7 +249,7 @@ class EmbeddedPipeline:
                 moved = 0
                 for role, runner in self.runners.items():
                     while msgs := runner.consumer.consume(num_messages=self.batch, timeout=0):
-                        runner.process_batch(msgs)  # type: ignore[arg-type]
+                        runner.process_batch(msgs)
                         report.processed[role] += len(msgs)
                         moved += len(msgs)
                         progress(role, len(msgs))

@@ -13,6 +13,7 @@ import pwd
 import stat
 import subprocess
 from pathlib import Path
+from typing import TypedDict
 
 SERVICE_USER = "manifold-svc"
 
@@ -55,7 +56,15 @@ def allow_traverse(path: Path) -> None:
             folder.chmod(mode | stat.S_IXOTH)
 
 
-def run_as(user: str | None) -> dict[str, object]:
+class RunAs(TypedDict, total=False):
+    """The `subprocess.run`/`Popen` keyword arguments `run_as` returns (none for the current user)."""
+
+    user: int
+    group: int
+    extra_groups: list[int]
+
+
+def run_as(user: str | None) -> RunAs:
     """`subprocess` keyword arguments that run a child as `user` with only that user's group.
 
     Dropping root's group matters: a process left in group 0 is judged by the *group* bits of

@@ -57,10 +57,11 @@ class Postgres:
         self.pgdata = paths.data("postgres") / "pgdata"
         self.socket_dir = paths.data("postgres") / "sock"
 
-    def _run(self, argv: list[str], *, as_service: bool = False, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    def _run(self, argv: list[str], *, as_service: bool = False, cwd: str | None = None,
+             timeout: float | None = None) -> subprocess.CompletedProcess[str]:
         user = accounts.service_user() if as_service else None
-        return subprocess.run(  # type: ignore[call-overload]
-            argv, capture_output=True, text=True, **accounts.run_as(user), **kwargs
+        return subprocess.run(
+            argv, capture_output=True, text=True, cwd=cwd, timeout=timeout, **accounts.run_as(user)
         )
 
     # -- Service ------------------------------------------------------------------------------

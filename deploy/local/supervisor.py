@@ -14,6 +14,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -51,6 +52,10 @@ def _start_ticks(pid: int) -> int | None:
     if fields[0] == "Z":  # exited, not yet reaped
         return None
     return int(fields[19])
+
+
+def _not_running(paths: StackPaths, name: str) -> bool:
+    return running_pid(paths, name) is None
 
 
 def running_pid(paths: StackPaths, name: str) -> int | None:
@@ -158,6 +163,11 @@ def group_alive(pgid: int) -> bool:
     return False
 
 
+def _stopped(paths: StackPaths, name: str, pgid: int) -> bool:
+    """The recorded process has exited and nothing of its process group is left."""
+    return _not_running(paths, name) and not group_alive(pgid)
+
+
 def _kill_group(pgid: int, sig: int) -> None:
     try:
         os.killpg(pgid, sig)
@@ -165,7 +175,8 @@ def _kill_group(pgid: int, sig: int) -> None:
         pass
 
 
-def down(services: Sequence[Service], paths: StackPaths, grace: float = 60.0, say: Callable[[str], None] = print) -> None:
+def down(services: Sequence[Service], paths: StackPaths, grace: float = 60.0,
+         say: Callable[[str], None] = print) -> None:
     """Stop the processes this stack started, in reverse order, and wait for each one's whole
     process group (a launcher's children too) to exit; SIGKILL the group after `grace` seconds."""
     for service in reversed(services):
@@ -175,11 +186,11 @@ def down(services: Sequence[Service], paths: StackPaths, grace: float = 60.0, sa
             paths.pid(service.name).unlink(missing_ok=True)
             continue
         os.kill(pid, getattr(service, "stop_signal", signal.SIGTERM))
-        gone = wait_until(lambda: running_pid(paths, service.name) is None and not group_alive(pid), grace)
-        if not gone:
+        gone = functools.partial(_stopped, paths, service.name, pid)
+        if not wait_until(gone, grace):
             say(f"[{service.name}] did not stop in {grace:.0f}s; SIGKILL")
             _kill_group(pid, signal.SIGKILL)
-            wait_until(lambda: running_pid(paths, service.name) is None and not group_alive(pid), 10)
+            wait_until(gone, 10)
         paths.pid(service.name).unlink(missing_ok=True)
         say(f"[{service.name}] stopped (pid {pid})")
 

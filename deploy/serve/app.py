@@ -89,7 +89,7 @@ def _media_type(document_id: str, content: bytes, given: str | None, fallback: s
 
     if given:
         return given
-    guessed = guess_media_type(PurePosixPath(document_id), content[:4096]) or fallback  # type: ignore[arg-type]
+    guessed = guess_media_type(PurePosixPath(document_id), content[:4096]) or fallback
     if guessed is None:
         raise ApiProblem(415, "unknown-media-type", f"cannot tell the media type of {document_id!r}; "
                          "send media_type (or a file name with a known extension)")
@@ -162,7 +162,8 @@ def create_app(settings: ManifoldSettings, backend: Backend, verifier: TokenVeri
     # -- authentication --------------------------------------------------------------------------
     def authenticated(scope: str) -> Callable[..., tuple[Principal, str]]:
         def dependency(request: Request,
-                       creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> tuple[Principal, str]:
+                       creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+                       ) -> tuple[Principal, str]:
             if creds is None or creds.scheme.lower() != "bearer" or not creds.credentials:
                 raise ApiProblem(401, "missing-token", "send header 'Authorization: Bearer <token>'", _UNAUTHORISED)
             principal = verify(creds.credentials)
@@ -173,7 +174,8 @@ def create_app(settings: ManifoldSettings, backend: Backend, verifier: TokenVeri
                 raise ApiProblem(403, "missing-scope", f"the token lacks scope {scope!r}")
             named = sorted(k for k in request.query_params if k.strip().lower() in FORBIDDEN_KEYS)
             if named:
-                raise ApiProblem(400, "tenant-in-request", f"the query string may not name a tenant ({', '.join(named)}); "
+                raise ApiProblem(400, "tenant-in-request",
+                                 f"the query string may not name a tenant ({', '.join(named)}); "
                                  "the tenant comes from the bearer token")
             return principal, creds.credentials
 
@@ -199,11 +201,11 @@ def create_app(settings: ManifoldSettings, backend: Backend, verifier: TokenVeri
                              retry_after(2)) from None
 
     # -- the API -----------------------------------------------------------------------------
-    problems = {401: {"description": "missing, expired or forged token"},
+    problems: dict[int | str, dict[str, Any]] = {401: {"description": "missing, expired or forged token"},
                 400: {"description": "the request names a tenant"}, 413: {"description": "body too large"},
                 429: {"description": "rate limited"}, 504: {"description": "no reply by the deadline"}}
 
-    @app.post("/v1/ask", response_model=QueryReply, tags=["query"], responses=problems)  # type: ignore[arg-type]
+    @app.post("/v1/ask", response_model=QueryReply, tags=["query"], responses=problems)
     def ask(body: AskBody, auth: tuple[Principal, str] = reader) -> QueryReply:
         """Ask a question (or answer a clarification with `continuation` + `choice`); returns the reply
         envelope of the Kafka protocol with its status, answer, typed result, evidence, gaps and trace."""
@@ -212,7 +214,7 @@ def create_app(settings: ManifoldSettings, backend: Backend, verifier: TokenVeri
         return _answer(_request(body.deadline_ms, question=body.question, session_id=body.session_id,
                                 continuation=body.continuation, choice=body.choice, as_of=body.as_of), auth)
 
-    @app.post("/v1/plan", response_model=QueryReply, tags=["query"], responses=problems)  # type: ignore[arg-type]
+    @app.post("/v1/plan", response_model=QueryReply, tags=["query"], responses=problems)
     def plan(body: PlanBody, auth: tuple[Principal, str] = reader) -> QueryReply:
         """Run an explicit plan (the plan IR of `query.plan`); an invalid plan is answered `refused`."""
         return _answer(_request(body.deadline_ms, plan=body.plan, as_of=body.as_of), auth)

@@ -56,7 +56,7 @@ def build_mcp(settings: ManifoldSettings, backend: Backend, principal_of: Princi
                             deadline=datetime.now(UTC) + timedelta(milliseconds=ms), question=question, plan=plan,
                             session_id=session_id, continuation=continuation, choice=choice)
 
-    async def run(ctx: Context, req: QueryRequest) -> EvidencePack:  # type: ignore[type-arg]
+    async def run(ctx: Context, req: QueryRequest) -> EvidencePack:  # type: ignore[type-arg]  # bare Context: FastMCP spots it
         principal, token = principal_of(ctx)
         reply = await anyio.to_thread.run_sync(backend.answer, req, principal, token)
         return EvidencePack.of(reply)
@@ -68,7 +68,7 @@ def build_mcp(settings: ManifoldSettings, backend: Backend, principal_of: Princi
     @mcp.tool(description="Ask a question in natural language; returns the answer with its evidence. "
               "A 'clarify' status carries candidates and a continuation: answer it by calling ask again "
               "with session_id, continuation and choice.")
-    async def ask(ctx: Context,  # type: ignore[type-arg]
+    async def ask(ctx: Context,  # type: ignore[type-arg]  # FastMCP finds the context by the bare class
                   question: Annotated[str | None, Field(max_length=4000)] = None,
                   session_id: Annotated[str | None, Field(max_length=128, pattern=r"^[A-Za-z0-9._:-]+$")] = None,
                   continuation: Annotated[str | None, Field(max_length=8192)] = None,
@@ -81,7 +81,7 @@ def build_mcp(settings: ManifoldSettings, backend: Backend, principal_of: Princi
 
     @mcp.tool(description="Search passages (chunks of active documents) by BM25, vector similarity or "
               "both fused (hybrid); optionally only within some documents.")
-    async def search_passages(ctx: Context,  # type: ignore[type-arg]
+    async def search_passages(ctx: Context,  # type: ignore[type-arg]  # FastMCP finds the context by the bare class
                               query: Annotated[str, Field(min_length=1, max_length=1000)],
                               mode: Literal["bm25", "vector", "hybrid"] = "hybrid",
                               limit: Annotated[int, Field(ge=1, le=100)] = 10,
@@ -92,7 +92,7 @@ def build_mcp(settings: ManifoldSettings, backend: Backend, principal_of: Princi
 
     @mcp.tool(description="Look up an exact identifier (invoice, order, contract, product code, ...) "
               "in the text index and the records.")
-    async def lookup(ctx: Context,  # type: ignore[type-arg]
+    async def lookup(ctx: Context,  # type: ignore[type-arg]  # FastMCP finds the context by the bare class
                      identifier: Annotated[str, Field(min_length=1, max_length=200)],
                      limit: Annotated[int, Field(ge=1, le=100)] = 20,
                      deadline_ms: Annotated[int | None, Field(ge=100, le=600_000)] = None) -> EvidencePack:
@@ -102,7 +102,7 @@ def build_mcp(settings: ManifoldSettings, backend: Backend, principal_of: Princi
     @mcp.tool(description="Compute an allowlisted metric over the records: total_spend (needs a period or "
               "a company/supplier/product), revenue_at_risk, unit_price_on (needs product_codes and on). "
               "Periods are half-open [period_start, period_end). Amounts are decimal strings.")
-    async def metric(ctx: Context,  # type: ignore[type-arg]
+    async def metric(ctx: Context,  # type: ignore[type-arg]  # FastMCP finds the context by the bare class
                      metric: MetricName,
                      company_names: Ids | None = None,
                      supplier_names: Ids | None = None,
@@ -128,7 +128,7 @@ def build_mcp(settings: ManifoldSettings, backend: Backend, principal_of: Princi
 
     @mcp.tool(description="Resolve an entity by name (or identifier) and follow a relation from it in the "
               "entity graph, e.g. kind=product name=PRD-482 relation=SUPPLIES direction=in gives its suppliers.")
-    async def graph_neighbours(ctx: Context,  # type: ignore[type-arg]
+    async def graph_neighbours(ctx: Context,  # type: ignore[type-arg]  # FastMCP finds the context by the bare class
                                kind: EntityKind,
                                name: Annotated[str, Field(min_length=1, max_length=200)],
                                relation: Relation,
@@ -144,7 +144,7 @@ def build_mcp(settings: ManifoldSettings, backend: Backend, principal_of: Princi
 
     @mcp.tool(description="Publication status of the caller's documents (all, or one document id): "
               "active version and the state of every version.")
-    async def document_status(ctx: Context,  # type: ignore[type-arg]
+    async def document_status(ctx: Context,  # type: ignore[type-arg]  # FastMCP finds the context by the bare class
                               document_id: Annotated[str | None, Field(min_length=1, max_length=512)] = None
                               ) -> DocumentList:
         principal, _ = principal_of(ctx)

@@ -62,7 +62,8 @@ class BodyLimit:
                 try:
                     declared = int(value)
                 except ValueError:
-                    await send_problem(scope, receive, send, 400, "bad-content-length", "content-length is not a number")
+                    await send_problem(scope, receive, send, 400, "bad-content-length",
+                                       "content-length is not a number")
                     return
                 if declared > limit:
                     await send_problem(scope, receive, send, 413, "body-too-large",

@@ -45,7 +45,7 @@ def in_thread(app: Any, host: str = "127.0.0.1", port: int = 0, start_timeout_s:
     """Serve `app` with uvicorn in a background thread (port 0: a free one); yields the base URL
     once it accepts connections, and stops it on exit. For tests, benchmarks and embedding."""
     server = uvicorn_server(app, host, port)
-    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]  # not the main thread
+    server.install_signal_handlers = lambda: None  # not the main thread
     thread = threading.Thread(target=server.run, name="manifold-serve-uvicorn", daemon=True)
     thread.start()
     give_up = time.monotonic() + start_timeout_s
@@ -81,7 +81,8 @@ def stdio(settings: ManifoldSettings) -> None:
     verifier = TokenVerifier.from_settings(settings)
     secret = settings.server.mcp_token
     if secret is None or not secret.get_secret_value():
-        raise ValueError("set MANIFOLD_SERVER__MCP_TOKEN to the token this MCP server acts as (manifold token --tenant T)")
+        raise ValueError("set MANIFOLD_SERVER__MCP_TOKEN to the token this MCP server acts as "
+                         "(manifold token --tenant T)")
     token = secret.get_secret_value()
     try:
         verifier.verify(token)

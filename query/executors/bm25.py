@@ -6,8 +6,9 @@ Guarantees of `BM25Executor.run(params, *, tenant_id, timeout_s)`:
   the pre-analysed `text_terms` and `title_terms` (the document title and section path of the
   chunk, boost `TITLE_BOOST`), inside a bool filter that always carries
   `es_active_filter(tenant_id)` and, when given, a `terms` filter on `document_ids`. A query with
-  no terms left (only stop words or punctuation) matches nothing. `size = params.limit`; the search carries an ES `timeout` and a client request
-  timeout from `timeout_s`. A partial (timed-out) answer is returned with a `timeout` gap.
+  no terms left (only stop words or punctuation) matches nothing. `size = params.limit`; the
+  search carries an ES `timeout` and a client request timeout from `timeout_s`. A partial
+  (timed-out) answer is returned with a `timeout` gap.
 - Hits are ranked 1..n in Elasticsearch's order (score, then chunk id); `score` = BM25 score.
 - Unreachable cluster, request timeout or 429/5xx raise `Transient`.
 - Last, the active-version check through the query role (`result["dropped_inactive"]`).
@@ -20,8 +21,16 @@ from typing import Any
 
 from elasticsearch import Elasticsearch
 
-from manifold.query.evidence import (StoreClock, chunk_evidence, es_errors, final_check, hit_from_es, now_utc,
-                                     require_list, unique)
+from manifold.query.evidence import (
+    StoreClock,
+    chunk_evidence,
+    es_errors,
+    final_check,
+    hit_from_es,
+    now_utc,
+    require_list,
+    unique,
+)
 from manifold.query.plan import BM25SearchParams
 from manifold.query.types import Gap, StepResult, TextHit
 from manifold.shared import analysis

@@ -52,7 +52,8 @@ from manifold.shared.stores.postgres import TenantConnections
 from manifold.shared.stores.serving import active_versions, check_hits_active, cypher_active
 from manifold.shared.vocabulary import RELATIONS
 
-__all__ = ["ALLOWED_RELATIONS", "PATHS_PER_TARGET", "TEMPLATES", "GraphExpandExecutor", "graph_result", "validate_relations"]
+__all__ = ["ALLOWED_RELATIONS", "PATHS_PER_TARGET", "TEMPLATES", "GraphExpandExecutor", "graph_result",
+           "validate_relations"]
 
 ALLOWED_RELATIONS: frozenset[str] = frozenset(typing.get_args(Relation)) & frozenset(RELATIONS)
 """Relationship types a query may traverse: the plan's allowlist, also known to the vocabulary."""

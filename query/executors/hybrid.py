@@ -25,13 +25,12 @@ Guarantees of `HybridExecutor.run(params, *, tenant_id, timeout_s)`:
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any
+from typing import Any, Protocol
 
 from manifold.query.evidence import StoreClock, chunk_evidence, final_check, now_utc, require_list, unique
-from manifold.query.executors.bm25 import BM25Executor
-from manifold.query.executors.exact import ExactLookupExecutor
 from manifold.query.executors.vector import VectorExecutor
 from manifold.query.fusion import fuse
 from manifold.query.plan import BM25SearchParams, ExactLookupParams, HybridSearchParams, VectorSearchParams
@@ -56,10 +55,23 @@ def fusion_choice(settings: QuerySettings, query_class: str) -> tuple[str, dict[
     return method, table.get(query_class) or table["default"]
 
 
+class ExactBranch(Protocol):
+    """The exact branch: `exact.ExactLookupExecutor` (Elasticsearch) or `pg_lexical.PgExactLookupExecutor`."""
+
+    def run(self, params: ExactLookupParams, *, tenant_id: str, timeout_s: float,
+            document_ids: Sequence[str] | None = None) -> StepResult: ...
+
+
+class BM25Branch(Protocol):
+    """The BM25 branch: `bm25.BM25Executor` (Elasticsearch) or `pg_lexical.PgBM25Executor`."""
+
+    def run(self, params: BM25SearchParams, *, tenant_id: str, timeout_s: float) -> StepResult: ...
+
+
 class HybridExecutor:
     """Parallel exact/BM25/vector branches and their fusion (see module docstring)."""
 
-    def __init__(self, exact: ExactLookupExecutor, bm25: BM25Executor, vector: VectorExecutor,
+    def __init__(self, exact: ExactBranch, bm25: BM25Branch, vector: VectorExecutor,
                  db: TenantConnections, settings: QuerySettings) -> None:
         self._exact = exact
         self._bm25 = bm25

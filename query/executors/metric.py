@@ -75,14 +75,17 @@ WITH candidate AS (
       AND r.status = ANY(%(statuses)s::text[])
       AND (%(start)s::date IS NULL OR r.issued_on >= %(start)s::date)
       AND (%(end)s::date IS NULL OR r.issued_on < %(end)s::date)
-      AND (%(suppliers)s::text[] IS NULL OR btrim(regexp_replace(lower(r.counterparty_name), '[^[:alnum:]]+', ' ', 'g')) = ANY(%(suppliers)s::text[]))
+      AND (%(suppliers)s::text[] IS NULL
+       OR btrim(regexp_replace(lower(r.counterparty_name), '[^[:alnum:]]+', ' ', 'g')) = ANY(%(suppliers)s::text[]))
       AND (%(companies)s::text[] IS NULL
-           OR btrim(regexp_replace(lower(r.attributes->>'customer_name'), '[^[:alnum:]]+', ' ', 'g')) = ANY(%(companies)s::text[]))
+           OR btrim(regexp_replace(lower(r.attributes->>'customer_name'), '[^[:alnum:]]+', ' ', 'g'))
+          = ANY(%(companies)s::text[]))
       AND (%(numbers)s::text[] IS NULL OR upper(r.number) = ANY(%(numbers)s::text[]))
       AND EXISTS (
           SELECT 1 FROM serving_record_lines x
           WHERE x.tenant_id = %(tenant)s AND x.record_id = r.record_id
-            AND (%(products)s::text[] IS NULL OR regexp_replace(upper(x.product_code), '[^[:alnum:]]+', '', 'g') = ANY(%(products)s::text[])))
+            AND (%(products)s::text[] IS NULL
+                 OR regexp_replace(upper(x.product_code), '[^[:alnum:]]+', '', 'g') = ANY(%(products)s::text[])))
 ),
 kept AS (
     SELECT DISTINCT ON (c.record_type, upper(c.number), lower(coalesce(c.counterparty_name, '')))
@@ -97,7 +100,8 @@ matched AS (
            CASE WHEN k.record_type = 'credit_note' THEN -l.amount ELSE l.amount END AS signed_amount
     FROM kept k
     JOIN serving_record_lines l ON l.tenant_id = %(tenant)s AND l.record_id = k.record_id
-    WHERE (%(products)s::text[] IS NULL OR regexp_replace(upper(l.product_code), '[^[:alnum:]]+', '', 'g') = ANY(%(products)s::text[]))
+    WHERE (%(products)s::text[] IS NULL
+           OR regexp_replace(upper(l.product_code), '[^[:alnum:]]+', '', 'g') = ANY(%(products)s::text[]))
 )
 """
 
@@ -138,9 +142,11 @@ WHERE r.tenant_id = %(tenant)s
   AND r.issued_on <= %(on)s::date
   AND regexp_replace(upper(l.product_code), '[^[:alnum:]]+', '', 'g') = ANY(%(products)s::text[])
   AND (%(currency)s::text IS NULL OR r.currency = %(currency)s::text)
-  AND (%(suppliers)s::text[] IS NULL OR btrim(regexp_replace(lower(r.counterparty_name), '[^[:alnum:]]+', ' ', 'g')) = ANY(%(suppliers)s::text[]))
+  AND (%(suppliers)s::text[] IS NULL
+       OR btrim(regexp_replace(lower(r.counterparty_name), '[^[:alnum:]]+', ' ', 'g')) = ANY(%(suppliers)s::text[]))
   AND (%(companies)s::text[] IS NULL
-       OR btrim(regexp_replace(lower(r.attributes->>'customer_name'), '[^[:alnum:]]+', ' ', 'g')) = ANY(%(companies)s::text[]))
+       OR btrim(regexp_replace(lower(r.attributes->>'customer_name'), '[^[:alnum:]]+', ' ', 'g'))
+          = ANY(%(companies)s::text[]))
 ORDER BY regexp_replace(upper(l.product_code), '[^[:alnum:]]+', '', 'g'), r.currency, r.issued_on DESC,
          r.record_id, l.line_no
 """
@@ -156,7 +162,8 @@ WHERE r.tenant_id = %(tenant)s
   AND regexp_replace(upper(r.number), '[^[:alnum:]]+', '', 'g') = ANY(%(products)s::text[])
   AND r.attributes->>'unit_price' IS NOT NULL
   AND (%(currency)s::text IS NULL OR r.currency = %(currency)s::text)
-  AND (%(suppliers)s::text[] IS NULL OR btrim(regexp_replace(lower(r.counterparty_name), '[^[:alnum:]]+', ' ', 'g')) = ANY(%(suppliers)s::text[]))
+  AND (%(suppliers)s::text[] IS NULL
+       OR btrim(regexp_replace(lower(r.counterparty_name), '[^[:alnum:]]+', ' ', 'g')) = ANY(%(suppliers)s::text[]))
 ORDER BY 1, r.currency, r.record_id
 """
 
@@ -352,7 +359,7 @@ class MetricExecutor:
         with self._db.transaction(tenant_id, snapshot=True) as conn:
             try:
                 conn.execute("SELECT set_config('statement_timeout', %s, true)", (str(timeout_ms),))
-                snapshot_at = conn.execute("SELECT now()").fetchone()[0]
+                snapshot_at = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]  # always one row
                 rows: dict[str, list[dict[str, Any]]] = {}
                 for name, text in template.queries.items():
                     with conn.cursor(row_factory=dict_row) as cur:
@@ -389,7 +396,7 @@ def _assemble_lines(template: MetricTemplate, where: MetricParams, bound: dict[s
     line_count = sum(int(r["line_count"]) for r in chosen.values())
     record_count = sum(int(r["record_count"]) for r in chosen.values())
     totals = {c: str(_decimal(r["total"])) for c, r in sorted(chosen.items())}
-    summary = rows["summary"][0] if rows["summary"] else {"duplicates_skipped": 0, "numbers": []}
+    summary: dict[str, Any] = rows["summary"][0] if rows["summary"] else {"duplicates_skipped": 0, "numbers": []}
     result: dict[str, Any] = {
         "metric": template.name,
         "totals": totals,
@@ -493,7 +500,8 @@ def _price_entry(code: str, options: Mapping[str, dict[str, Any]], cat: Mapping[
     the date gives none (it is not one price), and several currencies are never converted."""
     catalog_price: dict[str, Any] | None = None
     for currency, rs in sorted(cat.items()):
-        distinct = sorted({str(_decimal_or_none(r["unit_price"])) for r in rs if _decimal_or_none(r["unit_price"]) is not None})
+        distinct = sorted({str(_decimal_or_none(r["unit_price"])) for r in rs
+                           if _decimal_or_none(r["unit_price"]) is not None})
         if len(distinct) == 1:
             catalog_price = catalog_price or {"currency": currency, "catalog_unit_price": distinct[0],
                                               "supplier": rs[0]["counterparty_name"]}
@@ -502,7 +510,8 @@ def _price_entry(code: str, options: Mapping[str, dict[str, Any]], cat: Mapping[
                                                          f"{currency} on {on} ({', '.join(distinct)})"))
     latest = max(options.values(), key=lambda o: (o["issued_on"] or "", o["currency"])) if options else None
     if len(options) > 1:
-        gaps.append(Gap(kind="missing_data", detail=f"{code} was invoiced in several currencies; no FX rate is applied"))
+        gaps.append(Gap(kind="missing_data",
+                        detail=f"{code} was invoiced in several currencies; no FX rate is applied"))
     if latest is None and catalog_price is None:
         gaps.append(Gap(kind="missing_data",
                         detail=f"no recognised invoice line or catalog price for {code} on or before {on}"))
@@ -523,7 +532,8 @@ def _price_entry(code: str, options: Mapping[str, dict[str, Any]], cat: Mapping[
     entry["catalog_unit_price"] = catalog_price["catalog_unit_price"] if catalog_price and \
         catalog_price["currency"] == latest["currency"] else None
     if len(options) > 1:
-        entry["by_currency"] = {c: {k: v for k, v in o.items() if k != "product_code"} for c, o in sorted(options.items())}
+        entry["by_currency"] = {c: {k: v for k, v in o.items() if k != "product_code"}
+                                for c, o in sorted(options.items())}
     return entry
 
 

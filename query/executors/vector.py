@@ -40,8 +40,17 @@ from typing import Any, Literal
 
 import numpy as np
 
-from manifold.query.evidence import (CHUNK_COLUMNS, StoreClock, chunk_evidence, final_check, hit_from_row, now_utc,
-                                     pg_timeout_ms, require_list, unique)
+from manifold.query.evidence import (
+    CHUNK_COLUMNS,
+    StoreClock,
+    chunk_evidence,
+    final_check,
+    hit_from_row,
+    now_utc,
+    pg_timeout_ms,
+    require_list,
+    unique,
+)
 from manifold.query.plan import VectorSearchParams
 from manifold.query.types import Gap, StepResult, TextHit
 from manifold.shared.config import QuerySettings

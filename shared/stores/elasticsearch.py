@@ -134,7 +134,7 @@ class ElasticsearchTextIndex:
         serving the previous index until `switch_alias` (after the rebuild, README)."""
         with _transient():
             if not self._es.indices.exists(index=self._index):
-                taken = bool(self._alias) and bool(self._es.indices.exists_alias(name=self._alias))
+                taken = bool(self._alias and self._es.indices.exists_alias(name=self._alias))
                 try:
                     self._es.indices.create(
                         index=self._index,
@@ -201,7 +201,7 @@ class ElasticsearchTextIndex:
             for start in range(0, len(ops), 2 * _BULK_BATCH):
                 result = self._es.bulk(operations=ops[start:start + 2 * _BULK_BATCH], refresh=True)
                 if result.get("errors"):
-                    _raise_bulk_errors(result)
+                    _raise_bulk_errors(result.body)
             keep = [c.chunk_id for c in doc.chunks]
             where = _version_filter(ref.tenant_id, ref.document_id, ref.version)
             stored = self._es.count(index=self._index, query={"bool": {"filter": where}})["count"]
@@ -247,8 +247,8 @@ class ElasticsearchTextIndex:
         while True:
             page = self._es.search(
                 index=self._index, query=query, size=self._page_size, sort=[{"chunk_id": "asc"}],
-                source=source, track_total_hits=False,
-                **({"search_after": after} if after is not None else {}),
+                source=source,  # type: ignore[arg-type]  # _source takes a field list too; typed bool or mapping
+                track_total_hits=False, search_after=after,  # None: the first page (the client omits it)
             )["hits"]["hits"]
             yield from page
             if len(page) < self._page_size:

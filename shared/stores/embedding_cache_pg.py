@@ -14,8 +14,10 @@ Guarantees (see `manifold.shared.ports.EmbeddingCache`):
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
+import psycopg
 from psycopg import sql
 
 from manifold.shared.config import ManifoldSettings
@@ -36,7 +38,8 @@ def _check(config: str, hashes: list[str]) -> None:
 def _floats(value: object) -> list[float]:
     """A stored vector (numpy array or pgvector `Vector`) as the exact float32 values, in floats."""
     to_numpy = getattr(value, "to_numpy", None)
-    return np.asarray(to_numpy() if to_numpy else value, dtype=np.float32).tolist()
+    floats: list[float] = np.asarray(to_numpy() if to_numpy else value, dtype=np.float32).tolist()
+    return floats
 
 
 class PostgresEmbeddingCache:
@@ -48,7 +51,7 @@ class PostgresEmbeddingCache:
         return cls(_ingest_conninfo(settings, password))
 
     @staticmethod
-    def _read(conn, tenant_id: str, config: str, hashes: list[str]) -> dict[str, list[float]]:  # type: ignore[no-untyped-def]
+    def _read(conn: psycopg.Connection[Any], tenant_id: str, config: str, hashes: list[str]) -> dict[str, list[float]]:
         rows = conn.execute(
             sql.SQL("SELECT text_sha256, vector FROM {} WHERE tenant_id = %s AND config = %s "
                     "AND text_sha256 = ANY(%s)").format(_table("embedding_cache")),

@@ -171,7 +171,8 @@ class PostgresEmbeddingStore:
         row = conn.execute(
             "SELECT model, revision, dim, normalized, template, query_template FROM manifold.embedding_configs "
             "WHERE name = %s", (config.name,)).fetchone()
-        stored = dict(zip(("model", "revision", "dim", "normalized", "template", "query_template"), row or ()))
+        stored = dict(zip(("model", "revision", "dim", "normalized", "template", "query_template"), row or (),
+                          strict=False))  # no row: nothing stored
         if stored != d:
             raise EmbeddingConfigMismatch(f"configuration {config.name!r} is stored as {stored}, the code says {d}")
 
@@ -186,7 +187,7 @@ class PostgresEmbeddingStore:
                                (tenant_id,)).fetchone()
             counts[PRIMARY] = int(row[0]) if row else 0
         names = _STATE_COLS.split(", ")
-        out = {r[0]: dict(zip(names, r)) for r in rows}
+        out = {r[0]: dict(zip(names, r, strict=True)) for r in rows}
         for name, body in out.items():
             body["stored_vectors"] = int(counts.get(name, 0))
         if not any(b["state"] == "active" for b in out.values()):

@@ -97,7 +97,8 @@ def _date_text(value: Any) -> str | None:
     if value is None:
         return None
     iso = getattr(value, "iso_format", None)  # neo4j.time.Date
-    return iso() if iso is not None else value.isoformat()
+    text: str = iso() if iso is not None else value.isoformat()
+    return text
 
 
 def _digest(*parts: Any) -> str:
@@ -181,7 +182,7 @@ def build_manifest(store: str, kinds: Sequence[str], pairs: Mapping[str, Iterabl
         items = list(pairs.get(kind, ()))
         counts[kind] = len(items)
         checksums[kind] = set_checksum(items)
-    return StoreManifest(store=store, counts=counts, checksums=checksums)  # type: ignore[arg-type]
+    return StoreManifest(store=store, counts=counts, checksums=checksums)  # type: ignore[arg-type]  # store: validated by StoreManifest
 
 
 # ---------------------------------------------------------------- document-side projections

@@ -20,7 +20,6 @@ Guarantees (see `manifold.shared.ports.VersionManifest`):
 from __future__ import annotations
 
 import contextlib
-
 from collections.abc import Iterable
 from typing import Any
 

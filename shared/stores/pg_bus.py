@@ -46,7 +46,9 @@ def _version_of(value: bytes) -> int | None:
         return None
     if not isinstance(data, dict):
         return None
-    doc = data.get("doc") if isinstance(data.get("doc"), dict) else data
+    doc = data.get("doc")
+    if not isinstance(doc, dict):
+        doc = data
     version = doc.get("version")
     return version if isinstance(version, int) and not isinstance(version, bool) else None
 
@@ -143,7 +145,8 @@ class PostgresBus:
             rows = conn.execute(
                 'SELECT partition, max(n) FROM (SELECT partition, max("offset") + 1 AS n FROM manifold.bus_messages '
                 "WHERE topic = %(topic)s GROUP BY partition UNION ALL SELECT partition, next_offset "
-                "FROM manifold.bus_partitions WHERE topic = %(topic)s) e GROUP BY partition", {"topic": topic}).fetchall()
+                "FROM manifold.bus_partitions WHERE topic = %(topic)s) e GROUP BY partition",
+                {"topic": topic}).fetchall()
         ends = dict.fromkeys(range(self.partitions), 0)
         ends.update({int(p): int(o) for p, o in rows})
         return ends
@@ -186,7 +189,8 @@ class PostgresBus:
             cur = conn.execute(
                 "DELETE FROM manifold.bus_messages WHERE substring(key from 1 for %s) = %s "
                 "OR (topic = %s AND position(%s::bytea in value) > 0)",
-                (len(prefix), prefix, topics.DLQ, json.dumps({"tenant_id": tenant_id}, separators=(",", ":"))[1:-1].encode()))
+                (len(prefix), prefix, topics.DLQ,
+                 json.dumps({"tenant_id": tenant_id}, separators=(",", ":"))[1:-1].encode()))
             return cur.rowcount
 
     def close(self) -> None:

@@ -34,7 +34,6 @@ Guarantees (in addition to `manifold.shared.ports`):
 from __future__ import annotations
 
 import contextlib
-
 from collections.abc import Collection
 from typing import Any
 

@@ -687,7 +687,7 @@ def migrate(admin_conninfo: str, *, ingest_password: str, query_password: str) -
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
             conn.execute(_BOOTSTRAP)
-            applied = dict(
+            applied: dict[int, str] = dict(
                 conn.execute(sql.SQL("SELECT version, checksum FROM {}.schema_migrations").format(
                     sql.Identifier(SCHEMA))).fetchall()
             )

@@ -147,7 +147,8 @@ class PostgresTextIndex:
             text_terms, title_terms = analysis.terms(c.text), headings[c.section_id]
             rows.append((
                 ref.tenant_id, c.chunk_id, ref.document_id, ref.version, c.section_id, section.title,
-                title_phrase(analyze(section.title)), list(section.path), c.ordinal, c.kind, c.text, list(c.identifiers),
+                title_phrase(analyze(section.title)), list(section.path), c.ordinal, c.kind, c.text,
+                list(c.identifiers),
                 c.content_sha256, ref.content_sha256, ref.media_type, v.parser, v.chunker, v.extraction,
                 PG_TEXT_SCHEMA_VERSION, fp, len(text_terms), len(title_terms),
             ))

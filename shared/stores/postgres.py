@@ -20,11 +20,11 @@ Guarantees (in addition to `manifold.shared.ports`):
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
-from collections.abc import Iterator, Sequence
 import threading
-import contextlib
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 

@@ -13,9 +13,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-
 from contract_adapters import GRAPH_ADAPTERS, TEXT_ADAPTERS, make_graph_store, make_text_index
+
 from manifold.shared.stores import pg_schema
+
 
 @pytest.fixture(scope="session")
 def pg_roles(settings, pg_conninfo: str) -> dict[str, str]:

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from datetime import date
 
 from factories import pipeline_versions
-from manifold.shared.artifacts import (Chunk, DocRef, Entity, ExtractedDocument, Provenance, Relation, Section)
+
+from manifold.shared.artifacts import Chunk, DocRef, Entity, ExtractedDocument, Provenance, Relation, Section
 from manifold.shared.ids import child_id, entity_id, version_scope
 
 VERSIONS = pipeline_versions(parser="parser-1", chunker="chunker-1", extraction="extract-1")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from bus_contract import BusContract
 
 from manifold.shared.bus import InMemoryBus

@@ -9,8 +9,8 @@ that keep entities still named by another version; tenant isolation; serving mar
 from __future__ import annotations
 
 import pytest
-
 from contract_world import build_doc, eid
+
 from manifold.shared.errors import BadInput
 from manifold.shared.ports import GraphStore, ServingMarks
 from manifold.shared.stores import manifest as mf

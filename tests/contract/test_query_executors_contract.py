@@ -23,8 +23,8 @@ from datetime import date
 from typing import Any
 
 import pytest
-
 from contract_world import AGREEMENT, STAGED_ONLY, WORLD_SPECS, doc_from_spec, eid
+
 from manifold.ingest.load import handle
 from manifold.query.plan import BM25SearchParams, ExactLookupParams, GraphExpandParams, Period
 from manifold.shared.stores.postgres import TenantConnections

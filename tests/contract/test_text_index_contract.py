@@ -11,8 +11,8 @@ analyzer produces the tokens of Elasticsearch's `manifold_english`.
 from __future__ import annotations
 
 import pytest
-
 from contract_world import build_doc
+
 from manifold.shared.ports import ServingMarks, TextIndex
 from manifold.shared.stores import manifest as mf
 

@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-
 from pipeline_support import migrate, running_workers, test_settings, wait_for
 
 from manifold.ingest import lifecycle, sample_world

@@ -18,7 +18,6 @@ from manifold.shared.config import IngestSettings, ManifoldSettings
 from manifold.shared.dlq import DeadLetter
 from manifold.shared.stores import pg_schema
 
-
 SCOPED_PRODUCER = ("e2e-scoped", "e2e-scoped-producer-key-0123456789abcdef")
 """An upstream producer the e2e workers accept only for tenant `e2e-scope-only`."""
 

@@ -20,7 +20,6 @@ import numpy as np
 import psycopg
 import pytest
 from pgvector.psycopg import register_vector
-
 from pipeline_support import migrate, test_settings
 
 from manifold.ingest import embedding_migration as em

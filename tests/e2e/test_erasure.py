@@ -172,7 +172,7 @@ def test_embedded_delete_erases_content_from_every_table_bus_and_dlq_included(
     s = embedded_env
     victim, keeper = f"erase-e{uuid.uuid4().hex[:8]}", f"keep-e{uuid.uuid4().hex[:8]}"
     gone, kept = canary(), canary()
-    for tenant, marker, files in ((victim, gone, {"memo/big.txt": big_text(gone), "small.txt": small_text(gone),
+    for tenant, _marker, files in ((victim, gone, {"memo/big.txt": big_text(gone), "small.txt": small_text(gone),
                                                   "bad.json": poison_json(gone)}),
                                   (keeper, kept, {"small.txt": small_text(kept)})):
         root = tmp_path / tenant

@@ -34,8 +34,10 @@ from manifold.shared.config import ManifoldSettings
 from manifold.shared.events import DocumentUpserted, parse_event
 from manifold.shared.kafka import producer_config
 
+
 @pytest.fixture(scope="module")
-def stack(settings: ManifoldSettings, kafka_bootstrap: str, pg_conninfo: str, es_client, neo4j_driver) -> Iterator[dict]:
+def stack(settings: ManifoldSettings, kafka_bootstrap: str, pg_conninfo: str, es_client,
+          neo4j_driver) -> Iterator[dict]:
     """Migrated stores and all worker roles running in this process."""
     s = test_settings(settings)
     migrate(s)

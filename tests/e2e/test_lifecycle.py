@@ -17,11 +17,13 @@ from manifold.ingest.reconciler import reconcile
 from manifold.shared import topics
 from manifold.shared.config import ManifoldSettings
 from manifold.shared.kafka import ensure_topics
+
 ZERO = {"missing": 0, "stale": 0, "orphaned": 0, "wrong_version": 0}
 
 
 @pytest.fixture(scope="module")
-def stack(settings: ManifoldSettings, kafka_bootstrap: str, pg_conninfo: str, es_client, neo4j_driver) -> Iterator[dict]:
+def stack(settings: ManifoldSettings, kafka_bootstrap: str, pg_conninfo: str, es_client,
+          neo4j_driver) -> Iterator[dict]:
     s = test_settings(settings)
     migrate(s)
     assert "publish" in ROLES

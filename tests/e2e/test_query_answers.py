@@ -181,7 +181,7 @@ def test_an_explicit_plan_runs_as_given(answerer, world) -> None:
 
 def test_a_store_outage_gives_a_partial_reply_in_time(answerer, world) -> None:
     engine = answerer._engine  # noqa: SLF001 - swap one executor for a failing one
-    original = engine._executors["graph_expand"]  # noqa: SLF001
+    original = engine._executors["graph_expand"]  # noqa: SLF001 - as above
 
     class Down:
         source = "neo4j-outage-test"
@@ -189,11 +189,11 @@ def test_a_store_outage_gives_a_partial_reply_in_time(answerer, world) -> None:
         def run(self, params, *, tenant_id, timeout_s):
             raise ConnectionError("neo4j unreachable")
 
-    engine._executors["graph_expand"] = Down()  # noqa: SLF001
+    engine._executors["graph_expand"] = Down()  # noqa: SLF001 - as above
     try:
         reply = ask(answerer, world.northstar, FACTS[0].question, deadline_s=10)
     finally:
-        engine._executors["graph_expand"] = original  # noqa: SLF001
+        engine._executors["graph_expand"] = original  # noqa: SLF001 - restored
     assert reply.status in {"partial", "no_answer"}, reply
     assert any(g.kind in {"step_failed", "degraded"} for g in reply.gaps)
     assert "spend" not in reply.result  # never a partial sum presented as the total

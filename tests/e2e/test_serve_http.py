@@ -20,7 +20,6 @@ from datetime import UTC, datetime
 
 import httpx
 import pytest
-
 from serve_support import running_uvicorn, token
 
 from manifold.client import ManifoldClient, ProblemError

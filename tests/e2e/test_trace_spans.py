@@ -7,7 +7,6 @@ execute (with one span per plan step) and assemble."""
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 
 import pytest
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor

@@ -59,10 +59,12 @@ def _reads(roles, es_client, neo4j_driver, tenant: str) -> dict[str, set[int]]:
             f"SELECT version FROM manifold.{serving.SERVING_VIEWS['chunks']} WHERE document_id = 'contract-7'")}
     es_client.indices.refresh(index=ES_INDEX)
     hits = es_client.search(index=ES_INDEX, size=100, query={"bool": {
-        "filter": serving.es_active_filter(tenant), "must": [{"match": {"text": "Beta"}}, {"term": {"document_id": "contract-7"}}]}})["hits"]["hits"]
+        "filter": serving.es_active_filter(tenant),
+        "must": [{"match": {"text": "Beta"}}, {"term": {"document_id": "contract-7"}}]}})["hits"]["hits"]
     edges = neo4j_driver.execute_query(
         f"MATCH (:Entity {{tenant_id: $tenant}})-[r]->(:Entity {{tenant_id: $tenant}}) "
-        f"WHERE {serving.cypher_active('r')} AND r.document_id = 'contract-7' RETURN r.document_id AS document_id, r.version AS version",
+        f"WHERE {serving.cypher_active('r')} AND r.document_id = 'contract-7' "
+        "RETURN r.document_id AS document_id, r.version AS version",
         tenant=tenant).records
     return {
         "postgres": pg,

@@ -18,10 +18,10 @@ from typing import Any
 
 import psycopg
 import pytest
+from factories import pipeline_versions
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from factories import pipeline_versions
 from manifold.ingest.load import expected_manifests, handle
 from manifold.shared.artifacts import (
     Chunk,
@@ -406,8 +406,8 @@ def test_staging_store_round_trip(stores: Stores, tenants) -> None:
 
 
 def test_store_outages_are_transient(settings, tenants) -> None:
-    from elasticsearch import Elasticsearch
     import neo4j
+    from elasticsearch import Elasticsearch
 
     doc = build_doc(tenants[0])
     port = _closed_port()

@@ -34,7 +34,8 @@ def test_analyzed_is_the_space_joined_terms() -> None:
 
 
 def test_heading_text_joins_title_and_path_once_each() -> None:
-    assert analysis.heading_text("Returns policy", ["Returns policy", "Damaged goods"]) == "Returns policy\nDamaged goods"
+    heading = analysis.heading_text("Returns policy", ["Returns policy", "Damaged goods"])
+    assert heading == "Returns policy\nDamaged goods"
     assert analysis.heading_text(None, []) == ""
     assert analysis.heading_text("  ", ["A", "a"]) == "A"
 

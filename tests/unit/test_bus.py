@@ -148,7 +148,7 @@ def test_seek_replays_a_group_from_an_offset() -> None:
     bus = InMemoryBus()
     bus.append([Record("in", b"k", json.dumps({"n": i}).encode()) for i in range(3)])
     seen: list[int] = []
-    step = lambda item: seen.append(item["n"]) or {"ok": True}  # noqa: E731
+    step = lambda item: seen.append(item["n"]) or {"ok": True}  # noqa: E731 - a one-line stage handler
     _drain(_runner(bus, step))
     seek(bus, "manifold.demo", "in", 1, partition=partition_for(b"k", bus.partitions))
     _drain(_runner(bus, step))

@@ -6,8 +6,8 @@ import hashlib
 from typing import Any
 
 import pytest
-
 from factories import pipeline_versions
+
 from manifold.ingest import chunk
 from manifold.shared import ids
 from manifold.shared.artifacts import ChunkedDocument, DocRef, Element, ParsedDocument, PipelineVersions
@@ -59,7 +59,7 @@ def test_a_long_section_splits_at_sentences_with_overlap() -> None:
     assert len(texts) > 2
     assert all(c.kind == "text" and len(c.text) <= 300 for c in result.chunks)
     assert {c.section_id for c in result.chunks} == {result.sections[0].section_id}
-    for previous, current in zip(texts, texts[1:]):
+    for previous, current in zip(texts, texts[1:], strict=False):
         shared = next(k for k in range(min(len(previous), len(current)), 0, -1) if previous.endswith(current[:k]))
         assert 0 < shared <= 80  # the next chunk opens with the tail of the previous one
         assert current[:shared] in SENTENCES or current[:shared].endswith(".")  # whole sentences carried

@@ -57,9 +57,9 @@ def embedder():
 
 
 def _f1(truth: list[bool], predicted: list[bool]) -> float:
-    tp = sum(t and p for t, p in zip(truth, predicted))
-    fp = sum(p and not t for t, p in zip(truth, predicted))
-    fn = sum(t and not p for t, p in zip(truth, predicted))
+    tp = sum(t and p for t, p in zip(truth, predicted, strict=True))
+    fp = sum(p and not t for t, p in zip(truth, predicted, strict=True))
+    fn = sum(t and not p for t, p in zip(truth, predicted, strict=True))
     return 0.0 if tp == 0 else 2 * tp / (2 * tp + fp + fn)
 
 
@@ -79,7 +79,7 @@ def test_out_of_template_questions(embedder) -> None:
     model = train_default(embedder)
     predictions = model.predict_many([q for q, _ in OUT_OF_TEMPLATE])
     tp = fp = fn = 0
-    for (_, labels), probs in zip(OUT_OF_TEMPLATE, predictions):
+    for (_, labels), probs in zip(OUT_OF_TEMPLATE, predictions, strict=True):
         predicted = {i for i, p in probs.items() if p >= 0.5}
         tp += len(predicted & labels)
         fp += len(predicted - labels)

@@ -61,7 +61,7 @@ def test_one_encode_call_for_the_whole_batch_sorted_by_length() -> None:
     lengths = [len(t) for t in model.calls[0]]
     assert lengths == sorted(lengths) and len(lengths) == sum(len(d.chunks) for d in docs)
     assert [o.doc.document_id for o in out] == ["a", "b", "c"]
-    assert all(len(o.vectors) == len(d.chunks) for o, d in zip(out, docs))
+    assert all(len(o.vectors) == len(d.chunks) for o, d in zip(out, docs, strict=True))
 
 
 def test_a_replay_reuses_the_cached_vectors_bit_for_bit_and_encodes_nothing() -> None:

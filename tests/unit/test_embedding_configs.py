@@ -7,15 +7,20 @@ import hashlib
 from collections.abc import Sequence
 
 import pytest
+from factories import pipeline_versions
 
 from manifold.ingest import embedding_migration as em
 from manifold.shared.artifacts import Chunk, DocRef, ExtractedDocument, Section
 from manifold.shared.embedding import EmbeddingInfo, bundled_model_info
-from manifold.shared.embedding_configs import (PRIMARY, ConfigEmbedders, EmbeddingConfigMismatch,
-                                               UnknownEmbeddingConfig, get, registry)
+from manifold.shared.embedding_configs import (
+    PRIMARY,
+    ConfigEmbedders,
+    EmbeddingConfigMismatch,
+    UnknownEmbeddingConfig,
+    get,
+    registry,
+)
 from manifold.shared.stores.embedding_pg import ChunkToEmbed, VectorRow
-
-from factories import pipeline_versions
 
 
 class FakeEmbedder:

@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-from metrics_eval import calibration, ndcg_at_k, per_label_prf, percentile, prf, recall_at_k  # noqa: E402
+from metrics_eval import calibration, ndcg_at_k, per_label_prf, percentile, prf, recall_at_k  # noqa: E402 - after bench/ joins sys.path
 
 
 def test_ndcg_perfect_ranking_is_one() -> None:

@@ -8,8 +8,8 @@ from datetime import date
 from decimal import Decimal
 
 import pytest
-
 from factories import pipeline_versions
+
 from manifold.ingest.extract import EXTRACTION_VERSION, handle, parse_aliases, sentences
 from manifold.shared import ids
 from manifold.shared.artifacts import (
@@ -31,10 +31,13 @@ PROCUREMENT = (
     "Supplier Beta supplies PRD-482. PRD-482 belongs to the Monitoring Products product group."
 )
 INVOICE_TABLE = [
-    ["Invoice No", "Vendor", "Customer", "Date", "Currency", "SKU", "Description", "Qty", "Unit Price", "Line Total", "Category"],
-    ["INV-2026-0148", "Supplier Beta", "Company A", "2026-03-31", "EUR", "PRD-482", "Sensor", "3", "19.99", "59.97", "Monitoring Products"],
+    ["Invoice No", "Vendor", "Customer", "Date", "Currency", "SKU", "Description", "Qty", "Unit Price", "Line Total",
+     "Category"],
+    ["INV-2026-0148", "Supplier Beta", "Company A", "2026-03-31", "EUR", "PRD-482", "Sensor", "3", "19.99", "59.97",
+     "Monitoring Products"],
     ["INV-2026-0148", "Supplier Beta", "Company A", "2026-03-31", "EUR", "PRD-483", "Cable", "2", "5.00", "10.00", ""],
-    ["INV-2026-0149", "Supplier Beta", "Company A", "2026-03-31", "EUR", "PRD-482", "Sensor", "2", "19.99", "40.00", ""],
+    ["INV-2026-0149", "Supplier Beta", "Company A", "2026-03-31", "EUR", "PRD-482", "Sensor", "2", "19.99", "40.00",
+     ""],
 ]
 
 

@@ -8,8 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from manifold.query.fusion import deduplicate, fuse, may_share_run, overlaps
-from manifold.query.fusion import rrf_score, union
+from manifold.query.fusion import deduplicate, fuse, may_share_run, overlaps, rrf_score, union
 from manifold.query.types import TextHit
 
 K = 60

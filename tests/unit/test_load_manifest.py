@@ -9,8 +9,8 @@ from datetime import date
 from decimal import Decimal
 
 import pytest
-
 from factories import pipeline_versions
+
 from manifold.ingest.load import expected_manifests, handle
 from manifold.shared.artifacts import (
     Chunk,

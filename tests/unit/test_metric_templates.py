@@ -13,7 +13,8 @@ import pytest
 from pydantic import ValidationError
 
 from manifold.query.executors import graph, metric
-from manifold.query.executors.graph import ALLOWED_RELATIONS, TEMPLATES as GRAPH_TEMPLATES, validate_relations
+from manifold.query.executors.graph import ALLOWED_RELATIONS, validate_relations
+from manifold.query.executors.graph import TEMPLATES as GRAPH_TEMPLATES
 from manifold.query.executors.metric import TEMPLATES, UnknownMetric, template_for
 from manifold.query.plan import GraphExpandParams, MetricParams, MetricQueryParams, Period
 

@@ -43,7 +43,8 @@ def test_unstructured_partitions_with_the_packaged_spacy_model() -> None:
         print("model", nlp.meta["lang"], nlp.meta["version"])
         print("sentences", len(sent_tokenize("The supplier shipped the bolts. The invoice followed.")))
         print("tags", [t for _, t in pos_tag("The supplier shipped bolts")][:2])
-        elements = partition_text(text="Terms of supply\\n\\nThe supplier shall deliver all goods within thirty days of the order date.")
+        elements = partition_text(
+            text="Terms of supply\\n\\nThe supplier shall deliver all goods within thirty days of the order date.")
         print("elements", [type(e).__name__ for e in elements])
         """
     )

@@ -13,8 +13,8 @@ from email.message import EmailMessage
 from importlib.metadata import version as installed_version
 
 import pytest
-
 from factories import pipeline_versions
+
 from manifold.ingest import parse
 from manifold.shared.artifacts import DocRef, Element, ParsedDocument, PipelineVersions
 from manifold.shared.errors import BadInput, UnsupportedMediaType
@@ -214,7 +214,8 @@ def test_markdown_headings_lists_and_table() -> None:
         ("bolts M8", 0), ("nuts M8", 0), ("nuts M8 stainless", 1)
     ]
     (table,) = _only(parsed, "Table")
-    assert table.rows == [["Code", "Description", "Price"], ["PRD-482", "Bolt M8", "0.10"], ["PRD-483", "Nut M8", "0.05"]]
+    assert table.rows == [["Code", "Description", "Price"], ["PRD-482", "Bolt M8", "0.10"],
+                          ["PRD-483", "Nut M8", "0.05"]]
     assert table.text.splitlines()[1] == "PRD-482 | Bolt M8 | 0.10"
 
 
@@ -454,7 +455,8 @@ def test_media_type_aliases_and_parameters() -> None:
 
 @pytest.mark.parametrize(
     "media_type",
-    ["text/plain", "text/markdown", "text/html", "text/csv", "application/json", "message/rfc822", DOCX, "application/pdf"],
+    ["text/plain", "text/markdown", "text/html", "text/csv", "application/json", "message/rfc822", DOCX,
+     "application/pdf"],
 )
 def test_empty_content_is_an_empty_document(media_type: str) -> None:
     assert _parse(media_type, b"").elements == []
@@ -514,6 +516,7 @@ def test_parsing_makes_no_network_calls() -> None:
     )
     env = {"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"}
     root = __file__.rsplit("/tests/", 1)[0]
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240, env=env, cwd=root)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240, env=env,
+                          cwd=root)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "attempts 0" in proc.stdout

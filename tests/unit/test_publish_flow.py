@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 import pytest
-
 from factories import pipeline_versions
+
 from manifold.ingest import publisher
 from manifold.ingest.workers import _publish_decode
 from manifold.shared.artifacts import DocRef, LoadNotice, StoreManifest

@@ -20,7 +20,8 @@ from manifold.ingest.records import (
 )
 from manifold.shared.artifacts import Provenance
 
-HEADER = ["Invoice No", "Supplier", "Date", "Currency", "Line", "SKU", "Description", "Qty", "Unit Price", "Line Total", "Total"]
+HEADER = ["Invoice No", "Supplier", "Date", "Currency", "Line", "SKU", "Description", "Qty", "Unit Price", "Line Total",
+          "Total"]
 
 
 def invoice_rows(*lines: list[str], total: str = "") -> list[list[str]]:
@@ -56,7 +57,8 @@ def test_parse_money_is_exact(raw: str, value: str, currency: str | None) -> Non
     assert money.currency == currency
 
 
-@pytest.mark.parametrize("raw", ["1,234", "1.234", "abc", "NaN", "1e5", "3 pcs", "12.3.4", "1,23,456", "€ $ 5", "--5", "(-5)"])
+@pytest.mark.parametrize("raw", ["1,234", "1.234", "abc", "NaN", "1e5", "3 pcs", "12.3.4", "1,23,456", "€ $ 5", "--5",
+                                 "(-5)"])
 def test_parse_money_rejects_ambiguous_or_unreadable(raw: str) -> None:
     with pytest.raises(ValueError):
         parse_money(raw)

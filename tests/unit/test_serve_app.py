@@ -63,7 +63,8 @@ class FakeBackend:
 
 
 def _settings(**server: object) -> ManifoldSettings:
-    return ManifoldSettings(server=ServerSettings(**server), query=QuerySettings(max_deadline_ms=5000, allow_dev_key=True))  # type: ignore[arg-type]
+    query = QuerySettings(max_deadline_ms=5000, allow_dev_key=True)
+    return ManifoldSettings(server=ServerSettings(**server), query=query)  # type: ignore[arg-type]  # object kwargs
 
 
 def _token(s: ManifoldSettings, tenant: str = "acme", *, scopes: tuple[str, ...] = ("query:read", "documents:write"),

@@ -13,7 +13,7 @@ import pytest
 
 from manifold.ingest import sync
 from manifold.ingest.client import UpstreamClient
-from manifold.shared.events import DocumentDeleted, DocumentUpserted
+from manifold.shared.events import DocumentUpserted
 from tests.unit.test_client import FakeLedger, FakeProducer, FakeStaging
 
 
