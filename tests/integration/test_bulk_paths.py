@@ -109,3 +109,22 @@ def test_a_neo4j_transaction_failing_halfway_commits_nothing_of_the_batch(ports,
     assert _states(ports, tenant) == {d: "active" for d in DOCS}
     assert [s.manifests(tenant, [(d, 1) for d in DOCS]) for s in ports.stores] == [
         {(d, 1): n.stores[i] for d, n in zip(DOCS, retried, strict=True)} for i in range(3)]  # type: ignore[union-attr]
+
+
+def test_a_batch_verifies_each_version_on_its_own_and_activates_only_those_that_match(ports, tenant,
+                                                                                       es_client) -> None:
+    from manifold.shared.stores.elasticsearch import ES_INDEX
+
+    docs = [build_doc(tenant, d) for d in DOCS]
+    notices = load.handle_batch(docs, ports.relational, ports.text, ports.graph)  # type: ignore[arg-type]
+    assert all(isinstance(n, LoadNotice) for n in notices)
+    es_client.delete(index=ES_INDEX, id=f"{tenant}/{docs[1].chunks[0].chunk_id}", refresh=True)  # bulk-b drifts
+    outcomes = publisher.handle_batch(notices, ports)  # type: ignore[arg-type]
+    assert outcomes[0] is None and outcomes[2] is None
+    assert isinstance(outcomes[1], Transient) and "bulk-b@1 not verified: elasticsearch: chunks 2/3" in str(outcomes[1])
+    assert _states(ports, tenant) == {"bulk-a": "active", "bulk-b": "staged", "bulk-c": "active"}
+    # the retry (after a reload repaired the store) activates it; the others stay as they are
+    reloaded = load.handle_batch([docs[1]], ports.relational, ports.text, ports.graph)  # type: ignore[arg-type]
+    assert reloaded == [notices[1]]
+    assert publisher.handle_batch(notices, ports) == [None, None, None]  # type: ignore[arg-type]
+    assert _states(ports, tenant) == {d: "active" for d in DOCS}
