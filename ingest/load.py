@@ -13,22 +13,20 @@ Guarantees:
   version after verifying every store against the `LoadNotice`.
 - **Checked on the way out.** Each store's manifest, read back after its write, must equal the
   expected one; otherwise `Transient` (the write is retried, then dead-lettered).
-- **Batches.** `handle_batch` writes several versions with ONE transaction per store and tenant
-  where the store offers `batch(tenant)` (the PostgreSQL adapters: every version in a savepoint,
-  one commit); other stores write version by version. Outcomes stay per document: a version one
-  store refuses is that document's own error (the others go on); a store failing as a whole
-  (an outage halfway) raises `Transient` for the batch, and nothing is published before the
-  publisher verifies each version on its own.
+- **Batches.** `handle_batch` writes several versions with each store's `write_versions`, once
+  per store and tenant: PostgreSQL one transaction (every version in a savepoint, one commit),
+  Elasticsearch one `_bulk` request and one refresh, Neo4j `UNWIND` statements in one
+  transaction. Outcomes stay per document: a version one store refuses (a validation error, a
+  rejected bulk item) is that document's own error, and it is not written to the stores after
+  that one (the others go on); a store failing as a whole (an outage halfway) raises for the
+  batch (the runner retries it, then handles each document alone), and nothing is published
+  before the publisher verifies each version on its own.
 - The `LoadNotice` carries the EXPECTED manifests, computed from `doc` alone by
   `expected_manifests` (postgres, elasticsearch, neo4j, in that order), so the publisher compares
   the source of truth with what each store reports, not a store with itself.
 """
 
 from __future__ import annotations
-
-import contextlib
-from collections.abc import Iterator
-from typing import Any
 
 from manifold.shared.artifacts import ExtractedDocument, LoadNotice, StoreManifest
 from manifold.shared.errors import Transient
@@ -72,20 +70,10 @@ def handle(doc: ExtractedDocument, relational: RelationalStore, text: TextIndex,
     return LoadNotice(doc=doc.doc, versions=doc.versions, stores=expected)
 
 
-@contextlib.contextmanager
-def _one_transaction(store: Any, tenant_id: str) -> Iterator[None]:
-    batch = getattr(store, "batch", None)
-    if batch is None:
-        yield
-    else:
-        with batch(tenant_id):
-            yield
-
-
 def handle_batch(docs: list[ExtractedDocument], relational: RelationalStore, text: TextIndex,
                  graph: GraphStore) -> list[LoadNotice | Exception]:
-    """`handle` for several documents, one transaction per store and tenant where the store can
-    (see the module docstring); one outcome per document, in order."""
+    """`handle` for several documents: each store's `write_versions` once per tenant (see the
+    module docstring); one outcome per document, in order."""
     outcomes: list[LoadNotice | Exception | None] = [None] * len(docs)
     expected: dict[int, list[StoreManifest]] = {}
     for i, doc in enumerate(docs):
@@ -96,18 +84,17 @@ def handle_batch(docs: list[ExtractedDocument], relational: RelationalStore, tex
     for position, store in enumerate((relational, text, graph)):
         for tenant in sorted({docs[i].doc.tenant_id for i in expected}):
             todo = [i for i in expected if docs[i].doc.tenant_id == tenant and outcomes[i] is None]
-            with _one_transaction(store, tenant):
-                for i in todo:
-                    doc, want = docs[i], expected[i][position]
-                    try:
-                        got = store.write_version(doc)
-                    except Exception as err:  # noqa: BLE001 - e.g. BadInput: this version only
-                        outcomes[i] = err
-                        continue
-                    if got != want:
-                        outcomes[i] = Transient(
-                            f"{want.store} does not hold {doc.doc.document_id}@{doc.doc.version} as written: "
-                            f"{_difference(want, got)}")
+            if not todo:
+                continue
+            # a failure of the store as a whole (an outage) propagates: the batch is retried
+            for i, got in zip(todo, store.write_versions([docs[i] for i in todo]), strict=True):
+                doc, want = docs[i], expected[i][position]
+                if isinstance(got, Exception):  # e.g. BadInput: this version only
+                    outcomes[i] = got
+                elif got != want:
+                    outcomes[i] = Transient(
+                        f"{want.store} does not hold {doc.doc.document_id}@{doc.doc.version} as written: "
+                        f"{_difference(want, got)}")
     for i in expected:
         if outcomes[i] is None:
             outcomes[i] = LoadNotice(doc=docs[i].doc, versions=docs[i].versions, stores=expected[i])

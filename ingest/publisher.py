@@ -24,7 +24,8 @@ Guarantees:
   of the active version re-verifies it and re-applies its marks).
 - **Batches.** `handle_batch` runs the same steps for a batch of notices phase by phase, with one
   transaction per store and tenant per phase where the store offers `batch(tenant)` (the
-  PostgreSQL adapters): stage all, verify all (each store read in one snapshot), mark verified,
+  PostgreSQL adapters): stage all, verify all (one `manifests` read per store for the whole
+  batch: one query per store and kind, each version compared with its own expected manifests), mark verified,
   set the new marks (committed before any activation), activate (each version in its own
   savepoint, so each switch stays atomic, and only versions whose own checksums matched), then
   clear the marks of retired versions (after the activations commit). Deletes keep their place
@@ -82,19 +83,29 @@ def _mark(ports: PublishPorts, tenant: str, document_id: str, version: int, serv
 
 def verify(notice: LoadNotice, ports: PublishPorts) -> list[str]:
     """Differences between each store's recomputed manifest and the notice's (empty = verified)."""
-    ref = notice.doc
-    expected = {m.store: m for m in notice.stores}
-    problems = []
+    return verify_many([notice], ports)[0]
+
+
+def verify_many(notices: list[LoadNotice], ports: PublishPorts) -> list[list[str]]:
+    """`verify` for notices of ONE tenant with one `manifests` read per store for all of them;
+    each version is still compared with its OWN expected manifests (one list per notice)."""
+    if not notices:
+        return []
+    tenant = notices[0].doc.tenant_id
+    keys = [(n.doc.document_id, n.doc.version) for n in notices]
+    problems: list[list[str]] = [[] for _ in notices]
     for store in ports.stores:
-        got = store.manifest(ref.tenant_id, ref.document_id, ref.version)
-        want = expected.get(got.store)
-        if want is None:
-            problems.append(f"{got.store}: no expected manifest in the notice")
-        elif got != want:
-            diff = [k for k in sorted(set(want.counts) | set(got.counts))
-                    if got.counts.get(k) != want.counts.get(k) or got.checksums.get(k) != want.checksums.get(k)]
-            problems.append(f"{got.store}: " + ", ".join(
-                f"{k} {got.counts.get(k)}/{want.counts.get(k)}" for k in diff))
+        stored = store.manifests(tenant, keys)
+        for n, key, found in zip(notices, keys, problems, strict=True):
+            got = stored[key]
+            want = next((m for m in n.stores if m.store == got.store), None)
+            if want is None:
+                found.append(f"{got.store}: no expected manifest in the notice")
+            elif got != want:
+                diff = [k for k in sorted(set(want.counts) | set(got.counts))
+                        if got.counts.get(k) != want.counts.get(k) or got.checksums.get(k) != want.checksums.get(k)]
+                found.append(f"{got.store}: " + ", ".join(
+                    f"{k} {got.counts.get(k)}/{want.counts.get(k)}" for k in diff))
     return problems
 
 
@@ -191,8 +202,13 @@ def _publish_many(notices: list[LoadNotice], ports: PublishPorts) -> dict[int, o
     with _together((ports.manifest,), tenant):
         _each(order, out, stage)
     problems: dict[int, list[str]] = {}
-    with _together(ports.stores, tenant, snapshot=True):
-        _each(live, out, lambda i: problems.__setitem__(i, verify(notices[i], ports)))
+    with _together(ports.stores, tenant, snapshot=True):  # one read per store for the whole batch
+        try:
+            problems = dict(zip(live, verify_many([notices[i] for i in live], ports), strict=True))
+        except Transient:
+            raise  # a store unreachable: the batch is retried
+        except Exception:  # noqa: BLE001 - attribute it: each version verified alone
+            _each(live, out, lambda i: problems.__setitem__(i, verify(notices[i], ports)))
     for i in live:
         if problems.get(i):
             d = notices[i].doc

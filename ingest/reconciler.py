@@ -105,6 +105,10 @@ class Report:
         }
 
 
+_READ_BATCH = 200
+"""Active versions whose manifests `detect` reads from a store in one `manifests` call."""
+
+
 def _named(ports: PublishPorts) -> list[tuple[str, Any]]:
     return list(zip(STORES, ports.stores, strict=True))
 
@@ -121,9 +125,13 @@ def detect(ports: ReconcilePorts, tenant_id: str, *, grace_s: float = DEFAULT_GC
     for name, store in _named(ports):
         held: set[tuple[str, int]] = store.held_versions(tenant_id)
         gone: set[tuple[str, int]] = set()
-        for key in sorted(active):
+        ordered = sorted(active)
+        stored: dict[tuple[str, int], Any] = {}
+        for start in range(0, len(ordered), _READ_BATCH):  # one read per store per batch of versions
+            stored.update(store.manifests(tenant_id, ordered[start:start + _READ_BATCH]))
+        for key in ordered:
             want = entries[key].expected_for(name)
-            got = store.manifest(tenant_id, *key)
+            got = stored[key]
             if want is not None and got != want:
                 diff = {k: (got.counts.get(k), want.counts.get(k)) for k in want.counts
                         if got.counts.get(k) != want.counts.get(k) or got.checksums.get(k) != want.checksums.get(k)}

@@ -4,6 +4,13 @@ Each role is one `StageRunner` in its own thread and consumer group (`manifold.<
 several processes started with the same roles share the partitions. Guarantees: nothing
 connects before `build_ports` is called; the schema version is checked before any message is
 consumed (run `manifold migrate` first); `/metrics` is served on `ingest.metrics_port`.
+
+`run_processes(settings, roles, n, stop)` runs the roles in `n` processes at once (the
+`--processes` option; each reads its settings from the same environment): each is a member of every role's consumer group, so Kafka spreads the
+topic partitions over them (at most one member per partition does work: size `n` to at most
+`kafka.partitions`); process `i` serves `/metrics` on `metrics_port + i`; the `reconcile` role
+runs in process 0 only. A member that stops on an error stops the others (exit != 0); SIGTERM
+or SIGINT stops every member after its current batch.
 """
 
 from __future__ import annotations
@@ -271,3 +278,65 @@ def run(settings: ManifoldSettings, roles: Sequence[str], stop: threading.Event)
         thread.join()
     if failures:
         raise RuntimeError(f"{len(failures)} worker(s) stopped on errors: {failures[0]}")
+
+
+def _member(roles: list[str], metrics_port: int) -> None:
+    """One process of `run_processes`: settings from the environment it inherited (secrets are
+    never serialised to it), its own metrics port; runs `roles` until SIGTERM/SIGINT."""
+    import signal
+
+    settings = ManifoldSettings()
+    settings = settings.model_copy(update={"ingest": settings.ingest.model_copy(update={"metrics_port": metrics_port})})
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(processName)s %(threadName)s %(name)s: %(message)s")
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    run(settings, roles, stop)
+
+
+def run_processes(settings: ManifoldSettings, roles: Sequence[str], processes: int, stop: threading.Event,
+                  poll_s: float = 0.5) -> None:
+    """Run `roles` in `processes` member processes until `stop` is set (see the module docstring);
+    raises `RuntimeError` naming the members that stopped on errors. `settings` gives the first
+    metrics port; the members read everything else from the environment (as `ManifoldSettings()`)."""
+    import multiprocessing
+
+    unknown = set(roles) - set(ROLES) - set(EXTRA_ROLES)
+    if unknown:
+        raise ValueError(f"unknown role(s) {sorted(unknown)}; choose from {', '.join(ROLES + EXTRA_ROLES)}")
+    if processes < 1:
+        raise ValueError(f"--processes must be at least 1, got {processes}")
+    if processes == 1:
+        run(settings, roles, stop)
+        return
+    base = settings.ingest.metrics_port
+    context = multiprocessing.get_context("spawn")  # a fresh interpreter: no inherited threads or sockets
+    members = []
+    for i in range(processes):
+        mine = [r for r in roles if r != "reconcile" or i == 0]
+        if not mine:
+            continue
+        proc = context.Process(target=_member, args=(mine, base + i if base else 0), name=f"manifold-worker-{i}")
+        proc.start()
+        members.append(proc)
+    failed: list[str] = []
+    try:
+        while not stop.is_set():
+            gone = [p for p in members if not p.is_alive()]
+            if gone:
+                failed = [f"{p.name} (exit {p.exitcode})" for p in gone if p.exitcode != 0]
+                if failed or len(gone) == len(members):
+                    break
+            stop.wait(poll_s)
+    finally:
+        for proc in members:
+            if proc.is_alive():
+                proc.terminate()  # SIGTERM: the member finishes its batch and exits
+        for proc in members:
+            proc.join(timeout=120)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+    if failed:
+        raise RuntimeError(f"{len(failed)} worker process(es) stopped on errors: {', '.join(failed)}")

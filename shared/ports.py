@@ -21,10 +21,19 @@ Shared guarantees of the three version stores (`RelationalStore`, `TextIndex`, `
 - **Typed failures.** An unreachable or failing server raises `Transient` (retry); an artifact
   no store can hold consistently raises `BadInput` (dead-letter). Nothing connects at import or
   construction time.
+- **Batches.** `write_versions(docs)` writes several versions of ONE tenant with one round of
+  requests per batch (PostgreSQL: one transaction, each version in its own savepoint;
+  Elasticsearch: one `_bulk` request and one refresh; Neo4j: `UNWIND` statements in one
+  transaction) and returns one outcome per document, in order: the stored manifest, or the
+  exception that document alone raised (e.g. `BadInput` for a chunk the store refuses). It raises
+  (`Transient`) only when the store fails as a whole; where the store has transactions nothing of
+  the batch is then committed. `manifests(tenant, keys)` reads several versions' manifests with
+  one query per store (per kind) and returns exactly the manifest `manifest()` would for each.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol, runtime_checkable
@@ -51,6 +60,15 @@ class VersionStore(Protocol):
 
     def manifest(self, tenant_id: str, document_id: str, version: int) -> StoreManifest:
         """Counts and checksums recomputed from what is stored for this version."""
+        ...
+
+    def write_versions(self, docs: Sequence[ExtractedDocument]) -> list[StoreManifest | Exception]:
+        """`write_version` for several versions of one tenant, batched (see the module
+        guarantees); one outcome per document, in order."""
+        ...
+
+    def manifests(self, tenant_id: str, keys: Sequence[tuple[str, int]]) -> dict[tuple[str, int], StoreManifest]:
+        """`manifest` for several (document, version) keys of one tenant, one query per store."""
         ...
 
 

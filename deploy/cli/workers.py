@@ -30,9 +30,12 @@ def _workers(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
+    if args.processes != 1 and serve_query:
+        print("manifold workers: --processes runs ingest roles only; start query workers separately", file=sys.stderr)
+        return 2
     if not serve_query:
         try:
-            workers.run(settings, ingest_roles, stop)
+            workers.run_processes(settings, ingest_roles, args.processes, stop)
         except (ValueError, workers.SchemaNotReady) as err:
             print(f"manifold workers: {err}", file=sys.stderr)
             return 2
@@ -106,4 +109,7 @@ def register(sub: Any) -> None:
                          "--roles query, or beside the stages --roles " + ",".join((*ROLES, "query")))
     workers.add_argument("--query-threads", type=int, default=1, metavar="N",
                          help="query consumers in this process (role 'query'); default 1")
+    workers.add_argument("--processes", type=int, default=1, metavar="N",
+                         help="run the roles in N processes, each a member of every role's consumer group "
+                         "(metrics on MANIFOLD_INGEST__METRICS_PORT + i); default 1")
     workers.set_defaults(run=_workers)

@@ -25,9 +25,13 @@ new index version (parallel backfill, then an alias switch), never an in-place c
 
 Guarantees (in addition to `manifold.shared.ports`):
 - Document `_id` is `<tenant_id>/<chunk_id>`: a write can only ever replace a document of the
-  same tenant, whatever id it carries. `write_version` indexes (full replace = idempotent
-  upsert) with `refresh=true`, then removes this version's chunks that `doc` no longer
-  has; when it returns, searches see exactly `doc`'s chunks for the version.
+  same tenant, whatever id it carries. `write_versions` indexes a whole batch of versions with
+  one `_bulk` request (full replace = idempotent upsert) without refresh, refreshes once, then
+  removes these versions' chunks that their `doc` no longer has; when it returns, searches see
+  exactly each written `doc`'s chunks for its version. A rejected bulk item fails its own
+  document only (`write_version` is the batch of one).
+- `manifests` reads a batch of versions with one search (counts from an aggregation on
+  `doc_version`, pairs from the hits).
 - Every search, count and delete is built here with a `term` filter on `tenant_id`;
   callers cannot omit it.
 - Connection failures, timeouts and 429/5xx answers raise `Transient`; the index is created
@@ -36,7 +40,7 @@ Guarantees (in addition to `manifold.shared.ports`):
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -45,8 +49,9 @@ from elasticsearch import ApiError, Elasticsearch, TransportError
 from manifold.shared import analysis
 from manifold.shared.artifacts import ExtractedDocument, StoreManifest
 from manifold.shared.config import ManifoldSettings
-from manifold.shared.errors import Transient
+from manifold.shared.errors import BadInput, Transient
 from manifold.shared.stores import manifest as mf
+from manifold.shared.stores import version_batches as vb
 
 ES_SCHEMA_VERSION = "2"
 """2: the pre-analysed `text_terms`/`title_terms` fields (`analysis.ANALYSIS_VERSION`)."""
@@ -173,22 +178,20 @@ class ElasticsearchTextIndex:
 
     # ------------------------------------------------------------------ write
 
-    def write_version(self, doc: ExtractedDocument) -> StoreManifest:
-        mf.validate(doc)
-        self._ensure()
+    def _source(self, doc: ExtractedDocument) -> list[tuple[str, dict[str, Any]]]:
+        """(`_id`, source) of every chunk document of `doc`'s version."""
         ref, v = doc.doc, doc.versions
         titles = {s.section_id: s for s in doc.sections}
         doc_title = ref.metadata.get("title")
         headings = {s.section_id: analysis.analyzed(analysis.heading_text(
             doc_title if isinstance(doc_title, str) else None, s.path)) for s in doc.sections}
         fp = v.fingerprint()
-        ops: list[dict[str, Any]] = []
+        out: list[tuple[str, dict[str, Any]]] = []
         for c in doc.chunks:
             section = titles[c.section_id]
-            ops.append({"index": {"_index": self._index, "_id": f"{ref.tenant_id}/{c.chunk_id}"}})
-            ops.append({
+            out.append((f"{ref.tenant_id}/{c.chunk_id}", {
                 "tenant_id": ref.tenant_id, "document_id": ref.document_id, "version": ref.version,
-                "doc_version": f"{ref.document_id}@{ref.version}", "chunk_id": c.chunk_id,
+                "doc_version": _doc_version(ref.document_id, ref.version), "chunk_id": c.chunk_id,
                 "section_id": c.section_id, "section_title": section.title, "section_path": list(section.path),
                 "ordinal": c.ordinal, "kind": c.kind, "text": c.text, "identifiers": list(c.identifiers),
                 "text_terms": analysis.analyzed(c.text), "title_terms": headings[c.section_id],
@@ -196,18 +199,70 @@ class ElasticsearchTextIndex:
                 "content_sha256": c.content_sha256, "doc_content_sha256": ref.content_sha256,
                 "media_type": ref.media_type, "parser_version": v.parser, "chunker_version": v.chunker,
                 "extraction_version": v.extraction, "es_schema_version": v.es_schema, "config_fingerprint": fp,
-            })
+            }))
+        return out
+
+    def write_version(self, doc: ExtractedDocument) -> StoreManifest:
+        outcome = self.write_versions([doc])[0]
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    def write_versions(self, docs: Sequence[ExtractedDocument]) -> list[StoreManifest | Exception]:
+        """Index every chunk of the batch with ONE `_bulk` request (split only beyond
+        `_BULK_BATCH` documents per request), no refresh per request, then one refresh; read all
+        manifests back with one (paged) search, remove chunks of these versions that their `doc`
+        no longer has, and return one outcome per document.
+
+        An item the bulk request rejects fails ITS document only: 408/429/5xx -> `Transient`, any
+        other status (e.g. a term longer than Lucene's limit) -> `BadInput`, naming the chunk and
+        the reason; the other documents proceed. Chunks of a failed document that were indexed stay
+        non-serving (no `serving` mark; the publisher never sees a notice for it) and are
+        replaced by the retry. Unreachable server: `Transient` for the batch."""
+        tenant = vb.one_tenant(docs)
+        if tenant is None:
+            return []
+        self._ensure()
+        outcomes: list[StoreManifest | Exception | None] = [None] * len(docs)
+        ops: list[dict[str, Any]] = []
+        owner: list[int] = []  # bulk item -> position of its document in `docs`
+        chunk_ids: list[str] = []
+        for i, doc in enumerate(docs):
+            try:
+                mf.validate(doc)
+                sources = self._source(doc)
+            except Exception as err:  # noqa: BLE001 - this document's own outcome
+                outcomes[i] = err
+                continue
+            for _id, source in sources:
+                ops += [{"index": {"_index": self._index, "_id": _id}}, source]
+                owner.append(i)
+                chunk_ids.append(source["chunk_id"])
         with _transient():
-            for start in range(0, len(ops), 2 * _BULK_BATCH):
-                result = self._es.bulk(operations=ops[start:start + 2 * _BULK_BATCH], refresh=True)
-                if result.get("errors"):
-                    _raise_bulk_errors(result.body)
-            keep = [c.chunk_id for c in doc.chunks]
-            where = _version_filter(ref.tenant_id, ref.document_id, ref.version)
-            stored = self._es.count(index=self._index, query={"bool": {"filter": where}})["count"]
-            if stored != len(keep):  # something of this version is no longer in doc
-                self._delete_matching({"bool": {"filter": where, "must_not": [{"terms": {"chunk_id": keep}}]}})
-        return self.manifest(ref.tenant_id, ref.document_id, ref.version)
+            for start in range(0, len(owner), _BULK_BATCH):
+                result = self._es.bulk(operations=ops[2 * start:2 * (start + _BULK_BATCH)], refresh=False)
+                if not result.get("errors"):
+                    continue
+                for n, item in enumerate(result["items"]):
+                    answer = item.get("index", {})
+                    i = owner[start + n]
+                    if "error" in answer and outcomes[i] is None:
+                        outcomes[i] = _item_error(chunk_ids[start + n], answer)
+            written = [i for i in range(len(docs)) if outcomes[i] is None]
+            if not written:
+                return outcomes  # type: ignore[return-value]
+            self._es.indices.refresh(index=self._index)
+            keys = [(docs[i].doc.document_id, docs[i].doc.version) for i in written]
+            stored = self._stored(tenant, keys)
+            keep = {(docs[i].doc.document_id, docs[i].doc.version): {c.chunk_id for c in docs[i].chunks}
+                    for i in written}
+            stale = [f"{tenant}/{cid}" for k in keys for cid, _ in stored[k][1] if cid not in keep[k]]
+            if stale:  # chunks these versions had before and `doc` no longer has
+                self._delete_ids(stale)
+                stored = self._stored(tenant, keys)
+        for i in written:
+            outcomes[i] = _chunk_manifest(*stored[(docs[i].doc.document_id, docs[i].doc.version)])
+        return outcomes  # type: ignore[return-value]
 
     # ------------------------------------------------------------------ delete
 
@@ -258,18 +313,59 @@ class ElasticsearchTextIndex:
     # ------------------------------------------------------------------ manifest
 
     def manifest(self, tenant_id: str, document_id: str, version: int) -> StoreManifest:
-        mf.check_tenant(tenant_id)
-        self._ensure()
-        query = {"bool": {"filter": _version_filter(tenant_id, document_id, version)}}
-        with _transient():
-            count = self._es.count(index=self._index, query=query)["count"]
-            pairs = [(h["_source"]["chunk_id"], h["_source"]["content_sha256"])
-                     for h in self._scan(query, source=["chunk_id", "content_sha256"])]
-        built = mf.build_manifest("elasticsearch", mf.ELASTICSEARCH_KINDS, {"chunks": pairs})
-        # `count` comes from the count API, the checksum (which folds in its own count) from the
-        # documents read: a disagreement between them stays visible to the verifier.
-        return built.model_copy(update={"counts": {"chunks": count}})
+        return self.manifests(tenant_id, [(document_id, version)])[(document_id, version)]
 
+    def manifests(self, tenant_id: str, keys: Sequence[tuple[str, int]]) -> dict[tuple[str, int], StoreManifest]:
+        """Every key's manifest with one (paged) search: the hits give the (chunk id, content
+        hash) pairs, a `terms` aggregation on `doc_version` the counts."""
+        mf.check_tenant(tenant_id)
+        if not keys:
+            return {}
+        self._ensure()
+        with _transient():
+            stored = self._stored(tenant_id, keys)
+        return {k: _chunk_manifest(*stored[k]) for k in keys}
+
+    def _stored(self, tenant_id: str, keys: Sequence[tuple[str, int]]
+                ) -> dict[tuple[str, int], tuple[int, list[tuple[str, str]]]]:
+        """(count, [(chunk id, content hash)]) per key: ONE search (paged with `search_after`
+        beyond `page_size` hits), confined to the tenant. The count comes from the aggregation,
+        the pairs from the documents read, so a disagreement between them stays visible."""
+        names = {_doc_version(d, v): (d, v) for d, v in set(keys)}
+        out: dict[tuple[str, int], tuple[int, list[tuple[str, str]]]] = {k: (0, []) for k in keys}
+        query = {"bool": {"filter": [{"term": {"tenant_id": tenant_id}}, {"terms": {"doc_version": sorted(names)}}]}}
+        after: list[Any] | None = None
+        counts: dict[str, int] = {}
+        while True:
+            res = self._es.search(
+                index=self._index, query=query, size=self._page_size,
+                sort=[{"doc_version": "asc"}, {"chunk_id": "asc"}],
+                source=["chunk_id", "content_sha256", "doc_version"], track_total_hits=False,
+                **({"search_after": after} if after is not None else
+                   {"aggs": {"n": {"terms": {"field": "doc_version", "size": len(names)}}}}),
+            )
+            if after is None:
+                counts = {b["key"]: b["doc_count"] for b in res["aggregations"]["n"]["buckets"]}
+            page = res["hits"]["hits"]
+            for hit in page:
+                src = hit["_source"]
+                key = names.get(src["doc_version"])
+                if key is not None:
+                    out[key][1].append((src["chunk_id"], src["content_sha256"]))
+            if len(page) < self._page_size:
+                break
+            after = page[-1]["sort"]
+        return {k: (counts.get(_doc_version(*k), 0), pairs) for k, (_, pairs) in out.items()}
+
+    def _delete_ids(self, ids: list[str]) -> None:
+        """Delete documents by `_id` (each `<tenant>/<chunk id>`), then refresh; absent is fine."""
+        for start in range(0, len(ids), _BULK_BATCH):
+            ops = [{"delete": {"_index": self._index, "_id": i}} for i in ids[start:start + _BULK_BATCH]]
+            result = self._es.bulk(operations=ops, refresh=True)
+            if result.get("errors"):
+                failures = [it["delete"] for it in result["items"] if it["delete"].get("status") not in (200, 404)]
+                if failures:
+                    _raise_bulk_errors({"items": [{"index": f} for f in failures]})
 
     # ------------------------------------------------------------------ serving marks (publisher)
 
@@ -368,6 +464,34 @@ def _transient() -> Iterator[None]:
         raise
     except TransportError as exc:  # connection refused, timeouts, TLS: the server is unreachable
         raise Transient(f"elasticsearch unreachable: {type(exc).__name__}: {exc}") from exc
+
+
+def _doc_version(document_id: str, version: int) -> str:
+    """The `doc_version` keyword: unambiguous, as the version (an integer) follows the last '@'."""
+    return f"{document_id}@{version}"
+
+
+def _chunk_manifest(count: int, pairs: list[tuple[str, str]]) -> StoreManifest:
+    built = mf.build_manifest("elasticsearch", mf.ELASTICSEARCH_KINDS, {"chunks": pairs})
+    # `count` comes from the aggregation, the checksum (which folds in its own count) from the
+    # documents read: a disagreement between them stays visible to the verifier.
+    return built.model_copy(update={"counts": {"chunks": count}})
+
+
+def _item_error(chunk_id: str, answer: dict[str, Any]) -> Exception:
+    """One rejected bulk item as its document's outcome (never the whole batch's)."""
+    error = answer.get("error") or {}
+    if isinstance(error, dict):
+        reason = f"{error.get('type', 'error')}: {str(error.get('reason', ''))[:160]}"
+        cause = error.get("caused_by")
+        if isinstance(cause, dict):  # e.g. "immense term" under a parsing failure
+            reason += f"; caused by {cause.get('type', 'error')}: {str(cause.get('reason', ''))[:160]}"
+    else:
+        reason = str(error)[:320]
+    message = f"elasticsearch refused chunk {chunk_id} (status {answer.get('status')}): {reason}"
+    if answer.get("status") in _RETRYABLE_STATUS:
+        return Transient(message)
+    return BadInput(message)
 
 
 def _raise_bulk_errors(result: dict[str, Any]) -> None:

@@ -34,7 +34,7 @@ Guarantees (in addition to `manifold.shared.ports`):
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import psycopg
@@ -42,6 +42,7 @@ import psycopg
 from manifold.shared.artifacts import ExtractedDocument, StoreManifest
 from manifold.shared.config import ManifoldSettings
 from manifold.shared.stores import manifest as mf
+from manifold.shared.stores import version_batches as vb
 from manifold.shared.stores.pg_text import sweep_tenants
 from manifold.shared.stores.postgres import TenantConnections
 
@@ -133,6 +134,22 @@ _READ_EDGES = f"""
 SELECT relation_id, type, source_id, target_id, properties_json, valid_from, valid_to, chunk_id, record_id,
        extraction_version
 FROM manifold.graph_edges WHERE {_KEY}
+"""
+_IN_KEYS = ("tenant_id = %(tenant)s AND (document_id, version) IN "
+            "(SELECT * FROM unnest(%(documents)s::text[], %(versions)s::integer[]))")
+_READ_ENTITIES_MANY = f"""
+SELECT m.document_id, m.version, e.entity_id, e.type, e.canonical_key,
+       array_agg(ARRAY[m.chunk_id, m.record_id, m.extraction_version])
+FROM manifold.graph_mentions m
+JOIN manifold.graph_entities e ON e.tenant_id = m.tenant_id AND e.entity_id = m.entity_id
+WHERE m.tenant_id = %(tenant)s AND (m.document_id, m.version) IN
+      (SELECT * FROM unnest(%(documents)s::text[], %(versions)s::integer[]))
+GROUP BY m.document_id, m.version, e.entity_id, e.type, e.canonical_key
+"""
+_READ_EDGES_MANY = f"""
+SELECT document_id, version, relation_id, type, source_id, target_id, properties_json, valid_from, valid_to,
+       chunk_id, record_id, extraction_version
+FROM manifold.graph_edges WHERE {_IN_KEYS}
 """
 _SET_ACTIVE = [
     f"UPDATE manifold.{t} SET active = %(active)s WHERE {_KEY} AND active IS DISTINCT FROM %(active)s"
@@ -234,6 +251,33 @@ class PostgresGraphStore:
         key = {"tenant": tenant_id, "document_id": document_id, "version": version}
         with self._db.transaction(tenant_id, snapshot=True) as conn:
             return self._read_manifest(conn, key)
+
+    def manifests(self, tenant_id: str, keys: Sequence[tuple[str, int]]) -> dict[tuple[str, int], StoreManifest]:
+        """Every key's manifest from one snapshot: one query for entities, one for edges."""
+        mf.check_tenant(tenant_id)
+        if not keys:
+            return {}
+        documents, versions = vb.key_arrays(keys)
+        args = {"tenant": tenant_id, "documents": documents, "versions": versions}
+        entities: dict[tuple[str, int], list[tuple[str, str]]] = {k: [] for k in keys}
+        edges: dict[tuple[str, int], list[tuple[str, str]]] = {k: [] for k in keys}
+        with self._db.transaction(tenant_id, snapshot=True) as conn:
+            for d, v, eid, etype, ckey, mentions in conn.execute(_READ_ENTITIES_MANY, args).fetchall():
+                entities[(d, int(v))].append((eid, mf.entity_hash(etype, ckey, (tuple(m) for m in mentions))))
+            for d, v, rid, rtype, src, dst, props, vf, vt, ch, rec, ev in conn.execute(_READ_EDGES_MANY, args):
+                edges[(d, int(v))].append((rid, mf.relation_hash(
+                    rel_type=rtype, source_id=src, target_id=dst, properties_json=props, valid_from=vf,
+                    valid_to=vt, chunk_id=ch, record_id=rec, extraction_version=ev)))
+        return {k: mf.build_manifest(STORE_SLOT, mf.NEO4J_KINDS, {"entities": entities[k], "edges": edges[k]})
+                for k in keys}
+
+    def write_versions(self, docs: Sequence[ExtractedDocument]) -> list[StoreManifest | Exception]:
+        """One transaction for the batch, each version in its own savepoint (`batch`)."""
+        tenant = vb.one_tenant(docs)
+        if tenant is None:
+            return []
+        with self.batch(tenant):
+            return vb.write_each(self.write_version, docs)
 
     @staticmethod
     def _read_manifest(conn: psycopg.Connection[Any], key: dict[str, Any]) -> StoreManifest:

@@ -52,6 +52,7 @@ from manifold.shared import analysis
 from manifold.shared.artifacts import ExtractedDocument, StoreManifest
 from manifold.shared.config import ManifoldSettings
 from manifold.shared.stores import manifest as mf
+from manifold.shared.stores import version_batches as vb
 from manifold.shared.stores.postgres import TenantConnections
 
 __all__ = ["ENGLISH_STOP_WORDS", "PG_TEXT_SCHEMA_VERSION", "STORE_SLOT", "PostgresTextIndex", "analyze",
@@ -105,6 +106,10 @@ _INSERT_TERM = ("INSERT INTO manifold.text_terms (tenant_id, chunk_id, document_
 _DELETE_VERSION = f"DELETE FROM manifold.text_chunks WHERE {_WHERE_VERSION}"
 _READ_MANIFEST = (f"SELECT chunk_id, content_sha256 FROM manifold.text_chunks WHERE {_WHERE_VERSION} "
                   "AND text_schema_version = %(schema)s")
+_READ_MANIFESTS = ("SELECT document_id, version, chunk_id, content_sha256 FROM manifold.text_chunks "
+                   "WHERE tenant_id = %(tenant)s AND (document_id, version) IN "
+                   "(SELECT * FROM unnest(%(documents)s::text[], %(versions)s::integer[])) "
+                   "AND text_schema_version = %(schema)s")
 _SET_SERVING = (f"UPDATE manifold.text_chunks SET serving = %(serving)s WHERE {_WHERE_VERSION} "
                 "AND serving IS DISTINCT FROM %(serving)s")
 _PER_VERSION = ("SELECT document_id, version, count(*), count(*) FILTER (WHERE serving) "
@@ -184,6 +189,28 @@ class PostgresTextIndex:
         key = {"tenant": tenant_id, "document_id": document_id, "version": version}
         with self._db.transaction(tenant_id, snapshot=True) as conn:
             return self._read_manifest(conn, key)
+
+    def manifests(self, tenant_id: str, keys: Sequence[tuple[str, int]]) -> dict[tuple[str, int], StoreManifest]:
+        """Every key's manifest with ONE query (one snapshot)."""
+        mf.check_tenant(tenant_id)
+        if not keys:
+            return {}
+        documents, versions = vb.key_arrays(keys)
+        pairs: dict[tuple[str, int], list[tuple[str, str]]] = {k: [] for k in keys}
+        with self._db.transaction(tenant_id, snapshot=True) as conn:
+            for d, v, cid, sha in conn.execute(_READ_MANIFESTS, {
+                    "tenant": tenant_id, "documents": documents, "versions": versions,
+                    "schema": PG_TEXT_SCHEMA_VERSION}).fetchall():
+                pairs[(d, int(v))].append((cid, str(sha).strip()))
+        return {k: mf.build_manifest(STORE_SLOT, mf.ELASTICSEARCH_KINDS, {"chunks": p}) for k, p in pairs.items()}
+
+    def write_versions(self, docs: Sequence[ExtractedDocument]) -> list[StoreManifest | Exception]:
+        """One transaction for the batch, each version in its own savepoint (`batch`)."""
+        tenant = vb.one_tenant(docs)
+        if tenant is None:
+            return []
+        with self.batch(tenant):
+            return vb.write_each(self.write_version, docs)
 
     @staticmethod
     def _read_manifest(conn: psycopg.Connection[Any], key: dict[str, Any]) -> StoreManifest:

@@ -39,6 +39,7 @@ from manifold.shared.config import ManifoldSettings
 from manifold.shared.errors import BadInput, Transient
 from manifold.shared.ports import StagedItemMissing
 from manifold.shared.stores import manifest as mf
+from manifold.shared.stores import version_batches as vb
 from manifold.shared.stores.pg_schema import INGEST_ROLE, SCHEMA
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -353,17 +354,45 @@ class PostgresRelationalStore:
     # ------------------------------------------------------------------ manifest
 
     def manifest(self, tenant_id: str, document_id: str, version: int) -> StoreManifest:
+        return self.manifests(tenant_id, [(document_id, version)])[(document_id, version)]
+
+    def manifests(self, tenant_id: str, keys: Sequence[tuple[str, int]]) -> dict[tuple[str, int], StoreManifest]:
+        """Every key's manifest from one snapshot, one query per table for the whole key set."""
+        mf.check_tenant(tenant_id)
+        if not keys:
+            return {}
         with self._db.transaction(tenant_id, snapshot=True) as conn:
-            return self._read_manifest(conn, tenant_id, document_id, version)
+            return self._read_manifests(conn, tenant_id, keys)
+
+    def write_versions(self, docs: Sequence[ExtractedDocument]) -> list[StoreManifest | Exception]:
+        """One transaction for the batch, each version in its own savepoint (`batch`)."""
+        tenant = vb.one_tenant(docs)
+        if tenant is None:
+            return []
+        with self.batch(tenant):
+            return vb.write_each(self.write_version, docs)
 
     @staticmethod
     def _read_manifest(conn: psycopg.Connection[Any], tenant_id: str, document_id: str, version: int) -> StoreManifest:
-        key = {"tenant": tenant_id, "document_id": document_id, "version": version}
+        key = (document_id, version)
+        return PostgresRelationalStore._read_manifests(conn, tenant_id, [key])[key]
 
-        def rows(table: str, columns: str) -> list[tuple[Any, ...]]:
-            return conn.execute(
-                sql.SQL("SELECT " + columns + " FROM {} WHERE {}").format(_table(table), _WHERE_VERSION), key
-            ).fetchall()
+    @staticmethod
+    def _read_manifests(conn: psycopg.Connection[Any], tenant_id: str,
+                        keys: Sequence[tuple[str, int]]) -> dict[tuple[str, int], StoreManifest]:
+        documents, versions = vb.key_arrays(keys)
+        args = {"tenant": tenant_id, "documents": documents, "versions": versions}
+        where = sql.SQL("tenant_id = %(tenant)s AND (document_id, version) IN "
+                        "(SELECT * FROM unnest(%(documents)s::text[], %(versions)s::integer[]))")
+
+        def rows(table: str, columns: str) -> dict[tuple[str, int], list[tuple[Any, ...]]]:
+            out: dict[tuple[str, int], list[tuple[Any, ...]]] = {k: [] for k in keys}
+            for row in conn.execute(
+                sql.SQL("SELECT document_id, version, " + columns + " FROM {} WHERE {}").format(_table(table), where),
+                args,
+            ).fetchall():
+                out[(row[0], int(row[1]))].append(tuple(row[2:]))
+            return out
 
         chunks = rows("chunks", "chunk_id, content_sha256, embedding")
         sections = rows("sections", "section_id, ordinal, title, path")
@@ -374,27 +403,32 @@ class PostgresRelationalStore:
         )
         lines = rows("record_lines", "record_id, line_no, product_code, description, quantity, unit_price, amount")
         review = rows("review_items", "review_id, reason, payload, chunk_id, record_id, extraction_version")
-        return mf.build_manifest("postgres", mf.POSTGRES_KINDS, {
-            "chunks": [(cid, sha) for cid, sha, _ in chunks],
-            "vectors": [(cid, mf.vector_hash(emb)) for cid, _, emb in chunks if emb is not None],
-            "sections": [(sid, mf.section_hash(o, t, p)) for sid, o, t, p in sections],
-            "records": [
-                (rid, mf.record_hash(
-                    record_type=rt, number=num, counterparty_id=cpi, counterparty_name=cpn, issued_on=iss,
-                    currency=cur, status=st, total=tot, attributes=attrs, chunk_id=ch, extraction_version=ev,
-                ))
-                for rid, rt, num, cpi, cpn, iss, cur, st, tot, attrs, ch, ev in records
-            ],
-            "record_lines": [
-                (mf.record_line_id(rid, no), mf.record_line_hash(
-                    product_code=pc, description=d, quantity=q, unit_price=up, amount=a))
-                for rid, no, pc, d, q, up, a in lines
-            ],
-            "review_items": [
-                (rid, mf.review_hash(reason=r, payload=p, chunk_id=c, record_id=rec, extraction_version=ev))
-                for rid, r, p, c, rec, ev in review
-            ],
-        })
+        return {k: _build_manifest(chunks[k], sections[k], records[k], lines[k], review[k]) for k in keys}
+
+
+def _build_manifest(chunks: list[tuple[Any, ...]], sections: list[tuple[Any, ...]], records: list[tuple[Any, ...]],
+                    lines: list[tuple[Any, ...]], review: list[tuple[Any, ...]]) -> StoreManifest:
+    return mf.build_manifest("postgres", mf.POSTGRES_KINDS, {
+        "chunks": [(cid, sha) for cid, sha, _ in chunks],
+        "vectors": [(cid, mf.vector_hash(emb)) for cid, _, emb in chunks if emb is not None],
+        "sections": [(sid, mf.section_hash(o, t, p)) for sid, o, t, p in sections],
+        "records": [
+            (rid, mf.record_hash(
+                record_type=rt, number=num, counterparty_id=cpi, counterparty_name=cpn, issued_on=iss,
+                currency=cur, status=st, total=tot, attributes=attrs, chunk_id=ch, extraction_version=ev,
+            ))
+            for rid, rt, num, cpi, cpn, iss, cur, st, tot, attrs, ch, ev in records
+        ],
+        "record_lines": [
+            (mf.record_line_id(rid, no), mf.record_line_hash(
+                product_code=pc, description=d, quantity=q, unit_price=up, amount=a))
+            for rid, no, pc, d, q, up, a in lines
+        ],
+        "review_items": [
+            (rid, mf.review_hash(reason=r, payload=p, chunk_id=c, record_id=rec, extraction_version=ev))
+            for rid, r, p, c, rec, ev in review
+        ],
+    })
 
 
 class PostgresStagingStore:

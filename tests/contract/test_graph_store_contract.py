@@ -126,3 +126,27 @@ def test_both_adapters_report_equal_manifests(request, tenants, cleanup) -> None
         cleanup.wrote(store, a, "contract-7", 1)
         manifests.append(store.write_version(doc))
     assert manifests[0] == manifests[1]
+
+
+def test_a_batch_write_gives_each_version_its_own_outcome_and_reads_back_in_one_call(graph_store, tenants,
+                                                                                     cleanup) -> None:
+    a, b = tenants
+    docs = [build_doc(a, f"contract-b{i}") for i in range(3)]  # they name the same entities
+    for d in docs:
+        cleanup.wrote(graph_store, a, d.doc.document_id, 1)
+    graph_store.write_version(docs[0])  # then rewritten smaller inside the batch
+    smaller = docs[0].model_copy(update={"entities": docs[0].entities[:1], "relations": []})
+    refused = docs[1].model_copy(update={"relations": [docs[1].relations[0].model_copy(update={"type": "not snake"})]})
+    outcomes = graph_store.write_versions([smaller, refused, docs[2]])
+    assert outcomes[0] == mf.expected_neo4j(smaller)
+    assert isinstance(outcomes[1], BadInput)
+    assert outcomes[2] == mf.expected_neo4j(docs[2])
+    keys = [(d.doc.document_id, 1) for d in docs]
+    read = graph_store.manifests(a, keys)
+    assert read == {k: graph_store.manifest(a, *k) for k in keys}
+    assert read[keys[0]].counts == {"entities": 1, "edges": 0} and _zero(read[keys[1]])
+    assert _zero(graph_store.manifests(b, keys)[keys[2]])  # another tenant sees none of it
+    again = graph_store.write_versions(docs)  # the retry writes the fixed batch; a replay changes nothing
+    assert again == [mf.expected_neo4j(d) for d in docs] == graph_store.write_versions(docs)
+    with pytest.raises(ValueError, match="one tenant"):
+        graph_store.write_versions([docs[0], build_doc(b)])

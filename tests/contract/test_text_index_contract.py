@@ -128,3 +128,31 @@ def test_postgres_analyzer_matches_elasticsearch(text: str, es_client) -> None:
     tokens = [t["token"] for t in es_client.indices.analyze(index=ES_INDEX, analyzer="manifold_english",
                                                              text=text)["tokens"]]
     assert analyze(text) == tokens
+
+
+def test_a_batch_write_gives_each_version_its_own_outcome_and_reads_back_in_one_call(text_index, tenants,
+                                                                                     cleanup) -> None:
+    from manifold.shared.errors import BadInput
+
+    a, b = tenants
+    docs = [build_doc(a, f"contract-b{i}") for i in range(3)]
+    for d in docs:
+        cleanup.wrote(text_index, a, d.doc.document_id, 1)
+    text_index.write_version(docs[0])  # then rewritten smaller inside the batch
+    smaller = docs[0].model_copy(update={"chunks": docs[0].chunks[:2], "vectors": docs[0].vectors[:2],
+                                         "entities": [], "relations": []})
+    refused = docs[1].model_copy(update={"chunks": [docs[1].chunks[0].model_copy(update={"section_id": "nowhere"}),
+                                                    *docs[1].chunks[1:]]})
+    outcomes = text_index.write_versions([smaller, refused, docs[2]])
+    assert outcomes[0] == mf.expected_elasticsearch(smaller)
+    assert isinstance(outcomes[1], BadInput)
+    assert outcomes[2] == mf.expected_elasticsearch(docs[2])
+    keys = [(d.doc.document_id, 1) for d in docs]
+    read = text_index.manifests(a, keys)
+    assert read == {k: text_index.manifest(a, *k) for k in keys}
+    assert read[keys[0]].counts == {"chunks": 2} and _zero(read[keys[1]])  # nothing of the refused version
+    assert _zero(text_index.manifests(b, keys)[keys[2]])  # another tenant sees none of it
+    again = text_index.write_versions(docs)  # the retry writes the fixed batch; a replay changes nothing
+    assert again == [mf.expected_elasticsearch(d) for d in docs] == text_index.write_versions(docs)
+    with pytest.raises(ValueError, match="one tenant"):
+        text_index.write_versions([docs[0], build_doc(b)])

@@ -10,13 +10,13 @@ from decimal import Decimal
 
 import pytest
 from factories import pipeline_versions
-
-from manifold.ingest.load import expected_manifests, handle
+from manifold.ingest.load import expected_manifests, handle, handle_batch
 from manifold.shared.artifacts import (
     Chunk,
     DocRef,
     Entity,
     ExtractedDocument,
+    LoadNotice,
     Provenance,
     Record,
     RecordLine,
@@ -183,6 +183,7 @@ class FakeStore:
         self.store = store
         self.tamper = tamper
         self.writes = 0
+        self.batches = 0
 
     def write_version(self, doc: ExtractedDocument) -> StoreManifest:
         self.writes += 1
@@ -192,10 +193,23 @@ class FakeStore:
             return manifest.model_copy(update={"counts": {**manifest.counts, kind: manifest.counts[kind] - 1}})
         return manifest
 
+    def write_versions(self, docs: list[ExtractedDocument]) -> list[StoreManifest | Exception]:
+        self.batches += 1
+        out: list[StoreManifest | Exception] = []
+        for doc in docs:
+            try:
+                out.append(self.write_version(doc))
+            except Exception as err:  # noqa: BLE001 - the port's per-document outcome
+                out.append(err)
+        return out
+
     def delete_version(self, tenant_id: str, document_id: str, version: int) -> None:
         raise NotImplementedError
 
     def manifest(self, tenant_id: str, document_id: str, version: int) -> StoreManifest:
+        raise NotImplementedError
+
+    def manifests(self, tenant_id: str, keys: list[tuple[str, int]]) -> dict[tuple[str, int], StoreManifest]:
         raise NotImplementedError
 
 
@@ -222,3 +236,29 @@ def test_handle_read_back_mismatch_is_transient() -> None:
     with pytest.raises(Transient, match="elasticsearch.*chunks: 2 stored vs 3 expected"):
         handle(build_doc(), *stores)
     assert [s.writes for s in stores] == [1, 1, 0]
+
+
+def test_handle_batch_writes_each_store_once_per_batch_and_keeps_outcomes_per_document() -> None:
+    good, other = build_doc(), build_doc(document_id="d2")
+    bad = good.model_copy(update={"vectors": good.vectors[:1]})  # rejected before any write
+    stores = FakeStore("postgres"), FakeStore("elasticsearch"), FakeStore("neo4j")
+    outcomes = handle_batch([good, bad, other], *stores)
+    assert [s.batches for s in stores] == [1, 1, 1]  # one batch call per store, not one per document
+    assert [s.writes for s in stores] == [2, 2, 2]
+    assert isinstance(outcomes[1], BadInput)
+    assert [o.doc.document_id for o in (outcomes[0], outcomes[2])] == [good.doc.document_id, "d2"]
+
+
+def test_handle_batch_a_version_one_store_refuses_fails_alone_and_goes_no_further() -> None:
+    class Refusing(FakeStore):
+        def write_version(self, doc: ExtractedDocument) -> StoreManifest:
+            if doc.doc.document_id == "d2":
+                raise BadInput("elasticsearch refused chunk c (status 400): immense term")
+            return super().write_version(doc)
+
+    good, refused = build_doc(), build_doc(document_id="d2")
+    stores = FakeStore("postgres"), Refusing("elasticsearch"), FakeStore("neo4j")
+    outcomes = handle_batch([good, refused], *stores)
+    assert isinstance(outcomes[0], LoadNotice)
+    assert isinstance(outcomes[1], BadInput) and "immense term" in str(outcomes[1])
+    assert stores[2].writes == 1  # the refused version is not written to the next store

@@ -37,8 +37,15 @@ class FakeStore:
     held: dict[int, StoreManifest] = field(default_factory=dict)
     marks: dict[int, bool] = field(default_factory=dict)
 
+    reads: int = 0
+
     def manifest(self, tenant_id: str, document_id: str, version: int) -> StoreManifest:
+        self.reads += 1
         return self.held.get(version, _manifest(self.name, 0))
+
+    def manifests(self, tenant_id: str, keys: list[tuple[str, int]]) -> dict[tuple[str, int], StoreManifest]:
+        self.reads += 1
+        return {(d, v): self.held.get(v, _manifest(self.name, 0)) for d, v in keys}
 
     def delete_version(self, tenant_id: str, document_id: str, version: int) -> None:
         self.log.append(f"delete {self.name} {version}")
@@ -270,4 +277,16 @@ def test_a_store_outage_during_activation_is_that_versions_error_only(world) -> 
     ports.manifest.activate = flaky  # type: ignore[method-assign]
     outcomes = publisher.handle_batch([load(ports, 1), load(ports, 2)], ports)
     assert isinstance(outcomes[0], Transient) and outcomes[1] is None
+    assert ports.manifest.rows[2].state == "active"
+
+
+def test_a_batch_is_verified_with_one_read_per_store_and_each_version_against_its_own_manifest(world) -> None:
+    ports, log = world
+    notices = [load(ports, v, n=v) for v in (1, 2, 3)]
+    ports.text.held[3] = _manifest("elasticsearch", 7)  # type: ignore[attr-defined]  # v3 differs in one store
+    outcomes = publisher.handle_batch(notices, ports)
+    assert [s.reads for s in ports.stores] == [1, 1, 1]  # type: ignore[attr-defined]
+    assert outcomes[0] is None and outcomes[1] is None
+    assert isinstance(outcomes[2], Transient) and "elasticsearch: chunks 7/3" in str(outcomes[2])
+    assert "activate 3" not in log and ports.manifest.rows[3].state == "staged"  # stays inactive
     assert ports.manifest.rows[2].state == "active"
