@@ -112,6 +112,7 @@ class QueryTraffic:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="query-traffic")
         self._clients: dict[str, Any] = {}
+        self._minted: dict[str, float] = {}
 
     def start(self) -> None:
         self._stop.clear()
@@ -125,8 +126,15 @@ class QueryTraffic:
     def _client(self, tenant: str) -> Any:
         from manifold.query.client import QueryClient, mint_dev_token
 
+        # tokens live `query.token_ttl_s` (15 min by default) and a run under faults lasts longer:
+        # re-mint at half-life, as a real long-running client would, or every later query is refused
+        now = time.monotonic()
         if tenant not in self._clients:
             self._clients[tenant] = QueryClient(self.settings, token=mint_dev_token(self.settings, tenant, "reliability"))
+            self._minted[tenant] = now
+        elif now - self._minted[tenant] > self.settings.query.token_ttl_s / 2:
+            self._clients[tenant].token = mint_dev_token(self.settings, tenant, "reliability")
+            self._minted[tenant] = now
         return self._clients[tenant]
 
     def _run(self) -> None:
