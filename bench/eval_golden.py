@@ -77,8 +77,8 @@ log = logging.getLogger("eval_golden")
 # ---- setup -------------------------------------------------------------------------------------------
 
 def ingest_world(settings: Any, timeout_s: float = 900) -> dict[str, str]:
-    from manifold.ingest import ROLES, lifecycle, sample_world, workers
     from manifold.deploy.compose.distributed import upstream_client
+    from manifold.ingest import ROLES, lifecycle, sample_world, workers
 
     run = uuid.uuid4().hex[:8]
     tenants = {name: f"g{run}-{name}" for name in sample_world.TENANTS}

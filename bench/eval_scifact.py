@@ -153,8 +153,8 @@ def ingest_bulk(settings: Any, tenant: str, corpus: list[dict[str, str]], data: 
 # ---- phase 1: ingestion -----------------------------------------------------------------------------
 
 def ingest(settings: Any, tenant: str, corpus: list[dict[str, str]], timeout_s: float) -> dict[str, Any]:
-    from manifold.ingest import ROLES, lifecycle, workers
     from manifold.deploy.compose.distributed import upstream_client
+    from manifold.ingest import ROLES, lifecycle, workers
 
     client = upstream_client(settings)
     ports = lifecycle.build_ports(settings)

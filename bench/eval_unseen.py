@@ -172,9 +172,9 @@ def _decimal(value: str | None) -> Decimal | None:
 
 
 def run(seeds: list[int], settings: Any, out: Path, label: str) -> dict[str, Any]:
+    from manifold.deploy.compose.embedded import warm_up
     from manifold.query.composition import build_answerer
     from manifold.query.types import Principal, QueryRequest
-    from manifold.deploy.compose.embedded import warm_up
 
     run_id = uuid.uuid4().hex[:6]
     per_class: dict[str, dict[str, int]] = defaultdict(lambda: {"n": 0, "correct": 0, "leaks": 0, "wrong_numbers": 0})

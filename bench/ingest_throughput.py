@@ -235,8 +235,8 @@ class Embedded:
 
 class Distributed:
     def __init__(self, settings: ManifoldSettings) -> None:
-        from manifold.ingest import workers
         from manifold.deploy.compose.distributed import upstream_client
+        from manifold.ingest import workers
 
         self.settings = settings
         self.stop = threading.Event()

@@ -48,8 +48,8 @@ def ingest_world(settings: Any) -> str:
     """Publish the sample world for fresh tenants and run the workers until it is active."""
     import tempfile
 
-    from manifold.ingest import ROLES, lifecycle, sample_world, workers
     from manifold.deploy.compose.distributed import upstream_client
+    from manifold.ingest import ROLES, lifecycle, sample_world, workers
 
     run = uuid.uuid4().hex[:8]
     tenant = f"b{run}-northstar"

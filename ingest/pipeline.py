@@ -38,9 +38,9 @@ from manifold.shared.ports import EmbeddingCache, GraphStore, RelationalStore, S
 
 def current_versions(settings: IngestSettings, embedding: EmbeddingInfo) -> PipelineVersions:
     """The configuration every derived record of this deployment is built with."""
-    from manifold.shared.vocabulary import GRAPH_SCHEMA_VERSION
     from manifold.shared.stores.elasticsearch import ES_SCHEMA_VERSION
     from manifold.shared.stores.pg_schema import PG_SCHEMA_VERSION
+    from manifold.shared.vocabulary import GRAPH_SCHEMA_VERSION
 
     return PipelineVersions(
         parser=parse.PARSER_VERSION,

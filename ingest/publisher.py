@@ -46,7 +46,14 @@ from prometheus_client import Counter
 from manifold.shared.artifacts import LoadNotice
 from manifold.shared.errors import Transient
 from manifold.shared.events import DocumentDeleted
-from manifold.shared.ports import Activation, EmbeddingCache, RelationalStore, ServingMarks, VersionManifest, VersionStore
+from manifold.shared.ports import (
+    Activation,
+    EmbeddingCache,
+    RelationalStore,
+    ServingMarks,
+    VersionManifest,
+    VersionStore,
+)
 
 log = logging.getLogger(__name__)
 

@@ -6,9 +6,9 @@ connects before `build_ports` is called; the schema version is checked before an
 consumed (run `manifold migrate` first); `/metrics` is served on `ingest.metrics_port`.
 
 `run_processes(settings, roles, n, stop)` runs the roles in `n` processes at once (the
-`--processes` option; each reads its settings from the same environment): each is a member of every role's consumer group, so Kafka spreads the
-topic partitions over them (at most one member per partition does work: size `n` to at most
-`kafka.partitions`); process `i` serves `/metrics` on `metrics_port + i`; the `reconcile` role
+`--processes` option; each reads its settings from the same environment): each is a member of every
+role's consumer group, so Kafka spreads the topic partitions over them (at most one member per
+partition does work: size `n` to at most `kafka.partitions`); process `i` serves `/metrics` on `metrics_port + i`; the `reconcile` role
 runs in process 0 only. A member that stops on an error stops the others (exit != 0); SIGTERM
 or SIGINT stops every member after its current batch.
 """

@@ -184,7 +184,8 @@ def register(sub: Any) -> None:
         "ask",
         help="ask the query workers a question (or send a plan) and print the reply",
         description="Mints a token for --tenant with MANIFOLD_QUERY__TOKEN_SIGNING_KEY_FILE or "
-        "MANIFOLD_QUERY__TOKEN_KEY (the development key only with MANIFOLD_QUERY__ALLOW_DEV_KEY=true), sends the request on the query request topic and waits for the reply. A clarify reply "
+        "MANIFOLD_QUERY__TOKEN_KEY (the development key only with MANIFOLD_QUERY__ALLOW_DEV_KEY=true), "
+        "sends the request on the query request topic and waits for the reply. A clarify reply "
         "with --session stores its continuation in ~/.cache/manifold/sessions/<tenant>/<session>.json; "
         "answer it with --session S --choice C. Exit 0 answered/partial/clarify/no_answer, 2 refused, "
         "1 error or timeout.",

@@ -220,7 +220,8 @@ class EmbeddedPipeline:
     `manifold ingest` commands do not deliver the same messages twice at once.
     """
 
-    def __init__(self, settings: ManifoldSettings, bus: Bus, ports: pipeline.Ports, *, batch: int | None = None) -> None:
+    def __init__(self, settings: ManifoldSettings, bus: Bus, ports: pipeline.Ports, *,
+                 batch: int | None = None) -> None:
         from manifold.ingest.workers import batch_policy, stage_specs
 
         self.settings = settings
@@ -237,7 +238,8 @@ class EmbeddedPipeline:
             consumer.subscribe([specs[role].source])
             self.runners[role] = StageRunner(specs[role], consumer, BusProducer(bus), retry, policy)  # type: ignore[arg-type]  # Bus* imitate confluent_kafka
 
-    def drain(self, progress: Callable[[str, int], None] = lambda _s, _n: None, max_passes: int = 100_000) -> DrainReport:
+    def drain(self, progress: Callable[[str, int], None] = lambda _s, _n: None,
+              max_passes: int = 100_000) -> DrainReport:
         """Run every stage until a full pass finds no message anywhere; `progress(stage, n)` after
         each batch. Returns how many messages each stage handled and the new dead letters."""
         from manifold.shared.dlq import DeadLetter

@@ -28,9 +28,20 @@ from typing import Any
 from elasticsearch import Elasticsearch
 from psycopg.rows import dict_row
 
-from manifold.query.evidence import (CHUNK_COLUMNS, StoreClock, chunk_evidence, es_errors, final_check,
-                                     hit_from_es, hit_from_row, now_utc, pg_timeout_ms, record_evidence,
-                                     require_list, unique)
+from manifold.query.evidence import (
+    CHUNK_COLUMNS,
+    StoreClock,
+    chunk_evidence,
+    es_errors,
+    final_check,
+    hit_from_es,
+    hit_from_row,
+    now_utc,
+    pg_timeout_ms,
+    record_evidence,
+    require_list,
+    unique,
+)
 from manifold.query.plan import ExactLookupParams
 from manifold.query.types import Evidence, Gap, StepResult, TextHit
 from manifold.shared.config import QuerySettings

@@ -41,8 +41,17 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from manifold.query.evidence import (CHUNK_COLUMNS, StoreClock, chunk_evidence, final_check, hit_from_row, now_utc,
-                                     pg_timeout_ms, require_list, unique)
+from manifold.query.evidence import (
+    CHUNK_COLUMNS,
+    StoreClock,
+    chunk_evidence,
+    final_check,
+    hit_from_row,
+    now_utc,
+    pg_timeout_ms,
+    require_list,
+    unique,
+)
 from manifold.query.executors.bm25 import TIE_BREAKER, TITLE_BOOST
 from manifold.query.executors.exact import exact_result, normalise_all
 from manifold.query.plan import BM25SearchParams, ExactLookupParams

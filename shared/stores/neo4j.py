@@ -32,7 +32,8 @@ Guarantees (in addition to `manifold.shared.ports`):
 - `write_versions` (a batch: `UNWIND` statements whose rows carry their version) and
   `delete_version` are each one explicit transaction (no driver-side retry: retries belong to
   the stage runner); `write_version` is the batch of one. A batch transaction that fails
-  commits nothing; `manifests` reads a batch with one `UNWIND` query per kind. MERGE on the deterministic ids makes replays
+  commits nothing; `manifests` reads a batch with one `UNWIND` query per kind. MERGE on the
+  deterministic ids makes replays
   create nothing. After `delete_version`, entities left with no relationship at all are removed;
   entities still named by another version or joined by another version's edge stay.
 - `ServiceUnavailable`, `SessionExpired`, transient server errors and unknown commit outcomes

@@ -137,7 +137,7 @@ FROM manifold.graph_edges WHERE {_KEY}
 """
 _IN_KEYS = ("tenant_id = %(tenant)s AND (document_id, version) IN "
             "(SELECT * FROM unnest(%(documents)s::text[], %(versions)s::integer[]))")
-_READ_ENTITIES_MANY = f"""
+_READ_ENTITIES_MANY = """
 SELECT m.document_id, m.version, e.entity_id, e.type, e.canonical_key,
        array_agg(ARRAY[m.chunk_id, m.record_id, m.extraction_version])
 FROM manifold.graph_mentions m

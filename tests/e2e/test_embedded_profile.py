@@ -25,7 +25,8 @@ class Embedded:
 
 
 @pytest.fixture(scope="module")
-def embedded(settings: ManifoldSettings, pg_conninfo: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Embedded]:
+def embedded(settings: ManifoldSettings, pg_conninfo: str,
+             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Embedded]:
     from manifold.deploy.cli import quickstart
     from manifold.deploy.compose.embedded import prepare
     from manifold.shared.config import EmbeddedSettings, IngestSettings

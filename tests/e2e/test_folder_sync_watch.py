@@ -16,8 +16,8 @@ from manifold.shared.config import ManifoldSettings
 
 
 def _active(settings: ManifoldSettings, tenant: str) -> dict[str, int]:
-    from manifold.ingest import lifecycle
     from manifold.deploy.compose import embedded as embedded_root
+    from manifold.ingest import lifecycle
 
     ports = embedded_root.prepared_lifecycle_ports(settings)
     docs = lifecycle.status(ports, [tenant])["documents"]
@@ -37,8 +37,8 @@ def _wait_for(settings: ManifoldSettings, tenant: str, expected: dict[str, int],
 
 def test_watch_follows_add_change_rename_delete_restore(settings: ManifoldSettings, pg_conninfo: str,
                                                          tmp_path: Path) -> None:
-    from manifold.ingest import sync
     from manifold.deploy.compose import embedded as embedded_root
+    from manifold.ingest import sync
     from manifold.shared.config import EmbeddedSettings, IngestSettings
 
     s = settings.model_copy(update={"profile": "embedded", "embedded": EmbeddedSettings(dir=tmp_path / "state"),

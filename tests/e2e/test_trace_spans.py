@@ -26,7 +26,8 @@ def spans() -> InMemorySpanExporter:
 
 
 @pytest.fixture(scope="module")
-def embedded(settings: ManifoldSettings, pg_conninfo: str, tmp_path_factory: pytest.TempPathFactory) -> ManifoldSettings:
+def embedded(settings: ManifoldSettings, pg_conninfo: str,
+             tmp_path_factory: pytest.TempPathFactory) -> ManifoldSettings:
     from manifold.deploy.compose import embedded as embedded_root
     from manifold.shared.config import EmbeddedSettings, IngestSettings
 
@@ -42,8 +43,8 @@ TENANT = f"trace-{uuid.uuid4().hex[:8]}"
 
 def test_a_document_version_is_one_trace_across_every_stage(embedded: ManifoldSettings,
                                                              spans: InMemorySpanExporter) -> None:
-    from manifold.deploy.compose.embedded import open_bus, upstream_client
     from manifold.deploy.compose import embedded as embedded_root
+    from manifold.deploy.compose.embedded import open_bus, upstream_client
 
     s, tenant, doc = embedded, TENANT, "memo.md"
     bus = open_bus(s)

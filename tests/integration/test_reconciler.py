@@ -12,11 +12,11 @@ import psycopg
 import pytest
 from test_stores import build_doc
 
+from manifold.deploy.cli import main
 from manifold.ingest import load
 from manifold.ingest.notices import payload_key
 from manifold.ingest.publisher import delete, publish
 from manifold.ingest.reconciler import ReconcilePorts, reconcile
-from manifold.deploy.cli import main
 from manifold.shared.events import DocumentDeleted
 from manifold.shared.stores import pg_schema
 from manifold.shared.stores.elasticsearch import ES_INDEX, ElasticsearchTextIndex

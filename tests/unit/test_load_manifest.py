@@ -10,6 +10,7 @@ from decimal import Decimal
 
 import pytest
 from factories import pipeline_versions
+
 from manifold.ingest.load import expected_manifests, handle, handle_batch
 from manifold.shared.artifacts import (
     Chunk,

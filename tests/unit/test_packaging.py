@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from manifold.dlq_tools.cli import main as dlq_main
 from manifold.deploy.cli import main as manifold_main
+from manifold.dlq_tools.cli import main as dlq_main
 
 REPO = Path(__file__).resolve().parents[2]
 
