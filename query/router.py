@@ -18,7 +18,9 @@ Guarantees of `route(question, catalog, as_of=..., classifier=...)`:
 - **Anchors.** Catalog names, aliases and non-identifier keys are matched on word n-grams with
   rapidfuzz (case-insensitive, legal suffixes and possessives ignored, small typos tolerated);
   identifiers are matched exactly after `normalize_identifier`. Overlapping mentions keep the best
-  (then longest). An anchor whose best candidates are ≥ 2 entities within `AMBIGUITY_MARGIN` is
+  (then longest). A company, supplier or product-group mention must cover a distinctive word of
+  the name, not only its trade words (`TRADE_WORDS`: "supply", "trading", "systems", …), so the
+  verb of "which suppliers supply X?" never names "… Supply AB". An anchor whose best candidates are ≥ 2 entities within `AMBIGUITY_MARGIN` is
   ambiguous (unless exactly one is an exact match); a capitalised name after an entity-kind word
   ("supplier Zeta Corp") that matches nothing is unresolved. Either sets `needs_clarification`
   and `clarify` to the first such anchor in question order. Generic words ("which supplier",
@@ -120,6 +122,17 @@ KIND_WORDS: dict[str, EntityKind] = {
     "categories": "product_group",
 }
 GENERIC = frozenset(KIND_WORDS) | LEGAL_SUFFIXES | frozenset({"product group", "line", "lines"})
+TRADE_WORDS = frozenset("""
+supply supplies supplied supplying trade trading traders industries industrial industry holding holdings
+system systems solution solutions service services part parts component components logistics works
+international enterprise enterprises partners technology technologies distribution distributors
+wholesale sales manufacturing engineering
+""".split())
+"""Trade and industry words that many organisation names share ("Northwind Supply", "Lakeside
+Trading Ltd"): a mention of a company, supplier or product group must cover a word of its name
+outside these (and outside `GENERIC`), so the verb of "which suppliers supply X?" never names a
+supplier. A name made only of such words keeps them as its distinctive part."""
+_TRADE_KINDS = frozenset({"company", "supplier", "product_group"})
 DETERMINERS = frozenset({"which", "what", "each", "every", "any", "all", "a", "an", "per", "no",
                          "one", "whose", "our", "my", "their", "new", "another", "other"})
 
@@ -265,6 +278,11 @@ class _Form:
     text: str
     tokens: tuple[str, ...]
     distinctive: tuple[str, ...]
+    ignored: frozenset[str] = GENERIC
+    """Words that are not distinctive of this form (a window is compared without them)."""
+
+    def distinct(self, words: Sequence[str]) -> str:
+        return " ".join(w for w in words if w not in self.ignored)
 
 
 @dataclass(frozen=True)
@@ -307,9 +325,13 @@ def _forms(catalog: Sequence[CatalogEntry]) -> list[_Form]:
             tokens = _norm_tokens(surface, organisation)
             if not tokens:
                 continue
-            distinctive = tuple(t for t in tokens if t not in GENERIC)
+            ignored = GENERIC | TRADE_WORDS if entry.kind in _TRADE_KINDS else GENERIC
+            distinctive = tuple(t for t in tokens if t not in ignored)
+            if not distinctive:  # a name made only of trade words ("General Supplies")
+                ignored = GENERIC
+                distinctive = tuple(t for t in tokens if t not in ignored)
             forms.setdefault((entry.entity_id, " ".join(tokens)),
-                             _Form(entry, " ".join(tokens), tokens, distinctive))
+                             _Form(entry, " ".join(tokens), tokens, distinctive, ignored))
     return list(forms.values())
 
 
@@ -342,13 +364,15 @@ def _hint(tokens: list[_Token], first: int, last: int) -> EntityKind | None:
     return None
 
 
-def _full_scores(window: str, distinct: str, forms: list[_Form], texts: list[str]) -> dict[int, float]:
-    """Form index → score for forms the whole window names (typos tolerated)."""
+def _full_scores(words: list[str], forms: list[_Form], texts: list[str]) -> dict[int, float]:
+    """Form index → score for forms the whole window names (typos tolerated), provided its
+    distinctive words match too."""
     found: dict[int, float] = {}
-    for _, score, i in process.extract(window, texts, scorer=fuzz.ratio, score_cutoff=MATCH_CUTOFF,
+    for _, score, i in process.extract(" ".join(words), texts, scorer=fuzz.ratio, score_cutoff=MATCH_CUTOFF,
                                        limit=None):
         form = forms[i]
         if form.distinctive:
+            distinct = form.distinct(words)
             score = min(score, fuzz.ratio(distinct, " ".join(form.distinctive)) if distinct else 0.0)
         if score >= MATCH_CUTOFF:
             found[i] = score / 100.0
@@ -356,15 +380,20 @@ def _full_scores(window: str, distinct: str, forms: list[_Form], texts: list[str
 
 
 def _partial_scores(words: list[str], forms: list[_Form]) -> dict[int, float]:
-    """Form index → score for forms whose distinctive words include every word of the window."""
+    """Form index → score for forms whose distinctive words include every word of the window; a
+    trade word of the window may instead be one of the form's own words, but at least one word must
+    be distinctive (the verb of "which suppliers supply X?" names no "… Supply AB")."""
     found: dict[int, float] = {}
     for i, form in enumerate(forms):
         if not form.distinctive:
             continue
-        sims = [max(fuzz.ratio(w, d) for d in form.distinctive) for w in words]
+        named = [w for w in words if not (w in form.ignored and w in form.tokens)]
+        if not named:
+            continue
+        sims = [max(fuzz.ratio(w, d) for d in form.distinctive) for w in named]
         if min(sims) < MATCH_CUTOFF:
             continue
-        share = PARTIAL_FULL if len(words) >= len(form.distinctive) else PARTIAL_SOME
+        share = PARTIAL_FULL if len(named) >= len(form.distinctive) else PARTIAL_SOME
         found[i] = share * (sum(sims) / len(sims)) / 100.0
     return found
 
@@ -401,9 +430,8 @@ def _mentions(question: str, tokens: list[_Token], forms: list[_Form], masked: s
             if not _joined(question, tokens, first, last) or not _window_ok(tokens, first, last, masked):
                 continue
             words = list(_norm_tokens(" ".join(t.norm for t in tokens[first:last + 1]), True))
-            distinct = " ".join(w for w in words if w not in GENERIC)
             hint = _hint(tokens, first, last)
-            scores = _full_scores(" ".join(words), distinct, forms, texts)
+            scores = _full_scores(words, forms, texts)
             if last - first < 2 and _partial_allowed(tokens, first, last, hint):
                 for i, score in _partial_scores(words, forms).items():
                     scores[i] = max(scores.get(i, 0.0), score)
