@@ -46,26 +46,22 @@ from datetime import date
 from typing import Any
 
 from manifold.ingest.identifiers import find_identifiers, identifier_kind, normalize_identifier
-from manifold.ingest.records import (
-    ParsedRecord,
-    RowIssue,
-    build_record,
-    catalog_key,
-    decimal_text,
-    map_header,
-    parse_date,
-    records_from_table,
-)
 from manifold.ingest.resolution import EntityResolver
+from manifold.ingest.tables.catalog import catalog_key
+from manifold.ingest.tables.headers import map_header
+from manifold.ingest.tables.parsed import ParsedRecord, build_record
+from manifold.ingest.tables.reader import records_from_table
+from manifold.ingest.tables.rows import RowIssue
+from manifold.ingest.tables.values import decimal_text, parse_date
 from manifold.ingest.vocabulary import GRAPH_SCHEMA_VERSION, entity_type_for_identifier_kind, validate_relation
 from manifold.shared import ids
 from manifold.shared.artifacts import (
+    BusinessRecord,
     Chunk,
     Element,
     EmbeddedDocument,
     ExtractedDocument,
     Provenance,
-    Record,
     Relation,
     ReviewItem,
 )
@@ -184,7 +180,7 @@ class _Extraction:
         self.scope = ids.version_scope(ref.tenant_id, ref.document_id, ref.version, ref.content_sha256,
                                        doc.versions.fingerprint())
         self.resolver = EntityResolver(ref.tenant_id, aliases)
-        self.records: dict[str, Record] = {}
+        self.records: dict[str, BusinessRecord] = {}
         self.parsed: dict[str, ParsedRecord] = {}
         self.relations: dict[str, Relation] = {}
         self.review: dict[str, ReviewItem] = {}
