@@ -35,8 +35,7 @@ log = logging.getLogger(__name__)
 
 _OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
-SOURCES = {"parse": topics.DOCUMENTS, "chunk": topics.STAGE_PARSED, "embed": topics.STAGE_CHUNKED,
-           "extract": topics.STAGE_EMBEDDED, "load": topics.STAGE_EXTRACTED, "publish": topics.PUBLISH}
+SOURCES = topics.STAGE_SOURCES  # role -> source topic (declared once, in shared/topics.py)
 """Each role's source topic (as in `workers.stage_specs`): what `pending` counts."""
 
 
