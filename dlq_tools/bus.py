@@ -20,11 +20,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Producer as KafkaProducer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from manifold.dlq_tools.records import DlqAction, Entry, RawMessage
 from manifold.shared.kafka import producer_config
+from manifold.shared.messaging import Deliveries, Producer
 
 REPLAY_HEADER = "x-manifold-replay-of"
 ACTIONS_TOPIC_CONFIG = {"cleanup.policy": "compact"}
@@ -130,19 +132,6 @@ def existing_topics(bootstrap: str) -> set[str]:
         raise BusError(f"cannot reach kafka at {bootstrap}: {err}") from err
 
 
-class _Acks:
-    """Delivery callbacks for one flush window."""
-
-    def __init__(self) -> None:
-        self.ok: list[Any] = []
-        self.failed: list[tuple[Any, str]] = []
-
-    def callback(self, tag: Any) -> Callable[[KafkaError | None, Any], None]:
-        def on_delivery(err: KafkaError | None, _msg: Any) -> None:
-            (self.failed.append((tag, str(err))) if err is not None else self.ok.append(tag))
-        return on_delivery
-
-
 class ActionLog:
     """Appends `DlqAction`s to the actions topic, keyed by the DLQ entry id."""
 
@@ -152,13 +141,12 @@ class ActionLog:
         self.timeout_s = timeout_s
 
     def append(self, actions: Sequence[DlqAction]) -> None:
-        acks = _Acks()
+        deliveries = Deliveries(self.producer, self.timeout_s)
         for action in actions:
-            _produce(self.producer, self.topic, action.dlq_id.encode(), action.model_dump_json().encode(),
-                     None, acks.callback(action.dlq_id))
-        pending = self.producer.flush(self.timeout_s)
-        if pending or acks.failed:
-            detail = acks.failed[0][1] if acks.failed else f"{pending} unacknowledged"
+            deliveries.send(self.topic, action.dlq_id.encode(), action.model_dump_json().encode(), tag=action.dlq_id)
+        report = deliveries.wait()
+        if not report.complete:
+            detail = str(report.failed[0][1]) if report.failed else f"{report.pending} unacknowledged"
             raise BusError(f"recording actions in {self.topic} failed: {detail}")
 
 
@@ -201,18 +189,18 @@ def replay(entries: Sequence[Entry], producer: Producer, log: ActionLog, make_ac
                 report.failed.append((entry.id, f"refused: {letter.replay_problem()}"))
             else:
                 chunk.append(entry)
-        acks = _Acks()
+        deliveries = Deliveries(producer, timeout_s)
         for entry in chunk:
             letter = entry.letter
             assert letter is not None
             limiter.wait()
-            _produce(producer, letter.source_topic, letter.key, letter.value,
-                     [(REPLAY_HEADER, entry.id.encode())], acks.callback(entry.id))
+            deliveries.send(letter.source_topic, letter.key, letter.value, [(REPLAY_HEADER, entry.id.encode())],
+                            tag=entry.id)
             producer.poll(0)
             on_sent(1)
-        producer.flush(timeout_s)  # whatever is still pending counts as failed below
-        ok = set(acks.ok)
-        failed = dict(acks.failed)
+        acks = deliveries.wait()  # whatever is still pending counts as failed below
+        ok = set(acks.acked)
+        failed = {tag: str(err) for tag, err in acks.failed}
         done = [e for e in chunk if e.id in ok]
         report.failed += [(e.id, failed.get(e.id, "not acknowledged in time")) for e in chunk if e.id not in ok]
         if done:
@@ -222,14 +210,5 @@ def replay(entries: Sequence[Entry], producer: Producer, log: ActionLog, make_ac
 
 
 def make_producer(bootstrap: str) -> Producer:
-    return Producer({**producer_config(bootstrap, "manifold-dlq"), **_QUIET})
+    return KafkaProducer({**producer_config(bootstrap, "manifold-dlq"), **_QUIET})
 
-
-def _produce(producer: Producer, topic: str, key: bytes | None, value: bytes,
-             headers: list[tuple[str, bytes]] | None, callback: Callable[[KafkaError | None, Any], None]) -> None:
-    while True:
-        try:
-            producer.produce(topic, key=key, value=value, headers=headers, on_delivery=callback)
-            return
-        except BufferError:  # local queue full: let deliveries drain, then retry
-            producer.poll(0.5)

@@ -22,13 +22,14 @@ import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from manifold.ingest import ROLES, pipeline
 from manifold.ingest.reconciler import ReconcilePorts
 from manifold.ingest.runner import RetryPolicy, StageRunner
 from manifold.shared import topics
-from manifold.shared.bus import Bus, BusConsumer, BusProducer, read_all
+from manifold.shared.bus import Bus, BusConsumer, BusProducer, lag, read_all
 from manifold.shared.config import ManifoldSettings
 
 log = logging.getLogger(__name__)
@@ -228,9 +229,11 @@ class EmbeddedPipeline:
         retry = RetryPolicy(ing.max_attempts, ing.retry_initial_s, ing.retry_max_s)
         self.runners: dict[str, StageRunner[Any, Any]] = {}
         for role in ROLES:
-            consumer = BusConsumer(bus, f"manifold.{role}")
-            consumer.subscribe([specs[role].source])
-            self.runners[role] = StageRunner(specs[role], consumer, BusProducer(bus), retry, policy)  # type: ignore[arg-type]
+            stage = topics.STAGES[role]
+            consumer = BusConsumer(bus, stage.group)
+            consumer.subscribe([stage.source])
+            self.runners[role] = StageRunner(specs[role], consumer, BusProducer(bus), retry, policy,
+                                             lag=partial(lag, bus, stage.group, stage.source))
 
     def drain(self, progress: Callable[[str, int], None] = lambda _s, _n: None, max_passes: int = 100_000) -> DrainReport:
         """Run every stage until a full pass finds no message anywhere; `progress(stage, n)` after

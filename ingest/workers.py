@@ -26,7 +26,13 @@ from manifold.shared.artifacts import LoadNotice
 from manifold.shared.config import ManifoldSettings
 from manifold.shared.errors import BadInput
 from manifold.shared.events import DocumentDeleted, DocumentUpserted, parse_event
-from manifold.shared.kafka import consumer_config, ensure_topics, pipeline_topic_configs, producer_config
+from manifold.shared.kafka import (
+    consumer_config,
+    consumer_lag,
+    ensure_topics,
+    pipeline_topic_configs,
+    producer_config,
+)
 
 log = logging.getLogger(__name__)
 
@@ -230,12 +236,14 @@ def run(settings: ManifoldSettings, roles: Sequence[str], stop: threading.Event)
                 failures.append(err)
                 stop.set()
             return
+        consumer = Consumer(consumer_config(bootstrap, topics.STAGES[role].group, f"manifold-{role}-{os.getpid()}"))
         runner = StageRunner(
             specs[role],
-            Consumer(consumer_config(bootstrap, f"manifold.{role}", f"manifold-{role}-{os.getpid()}")),
+            consumer,
             Producer(producer_config(bootstrap, f"manifold-{role}-{os.getpid()}")),
             retry,
             batch,
+            lag=lambda: consumer_lag(consumer),
         )
         try:
             runner.run(stop)
