@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from confluent_kafka import Producer
+from confluent_kafka import Producer as KafkaProducer
 from pydantic import ValidationError
 
 from manifold.ingest.media import guess_media_type
@@ -39,7 +39,7 @@ from manifold.shared.events import (
     MetadataValue,
     upserted,
 )
-from manifold.shared.kafka import send_sync
+from manifold.shared.messaging import Producer, send_and_wait
 from manifold.shared.ports import StagingStore
 
 
@@ -74,6 +74,7 @@ class UpstreamClient:
     """Publishes `DocumentUpserted` / `DocumentDeleted` events for one tenant at a time."""
 
     producer: Producer
+    """Any adapter of the bus port: confluent-kafka's, or `BusProducer` on the embedded profile."""
     ledger: VersionLedger
     staging: StagingStore
     max_document_bytes: int
@@ -89,8 +90,8 @@ class UpstreamClient:
         attributes = {"manifold.tenant_id": event.tenant_id, "manifold.document_id": event.document_id,
                       "manifold.version": event.version}
         with tracing.span("upstream publish", attributes=attributes):
-            send_sync(self.producer, topics.DOCUMENTS, event.key, event.model_dump_json().encode(),
-                      headers=tracing.inject())
+            send_and_wait(self.producer, topics.DOCUMENTS, event.key, event.model_dump_json().encode(),
+                          headers=tracing.inject())
 
     def publish_bytes(
         self,
@@ -226,7 +227,7 @@ def kafka_upstream_client(settings: Any, client_id: str = "manifold-ingest-cli")
     ensure_topics(settings.kafka.bootstrap_servers, topics.PIPELINE_TOPICS, topics.DEFAULT_PARTITIONS,
                   pipeline_topic_configs(settings.kafka))
     return UpstreamClient(
-        producer=Producer(producer_config(settings.kafka.bootstrap_servers, client_id)),
+        producer=KafkaProducer(producer_config(settings.kafka.bootstrap_servers, client_id)),
         ledger=PostgresVersionLedger(settings.postgres.ingest_conninfo()),
         staging=PostgresStagingStore.from_settings(settings),
         max_document_bytes=settings.ingest.max_document_bytes,
