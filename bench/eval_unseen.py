@@ -160,7 +160,7 @@ def _numbers(text: str) -> list[str]:
 def _decimal(value: str | None) -> Decimal | None:
     if value is None:
         return None
-    from manifold.ingest.records import parse_decimal
+    from manifold.ingest.tables.values import parse_decimal
 
     try:
         return parse_decimal(value)

@@ -28,10 +28,7 @@ from manifold.shared import topics
 from manifold.shared.config import ManifoldSettings
 from manifold.shared.dlq import DeadLetter
 
-ROLE_SOURCES = {
-    "parse": topics.DOCUMENTS, "chunk": topics.STAGE_PARSED, "embed": topics.STAGE_CHUNKED,
-    "extract": topics.STAGE_EMBEDDED, "load": topics.STAGE_EXTRACTED, "publish": topics.PUBLISH,
-}
+ROLE_SOURCES = topics.STAGE_SOURCES
 
 
 def _pg(settings: ManifoldSettings):  # type: ignore[no-untyped-def]

@@ -1,10 +1,16 @@
-"""Kafka I/O for the `dlq` tools: read a whole topic without side effects, append actions,
+"""Bus I/O for the `dlq` tools: read a whole topic without side effects, append actions,
 re-produce originals. The composition happens in `cli.py`; nothing connects at import time.
+
+`DlqBus` is what the commands use; `KafkaDlqBus` (the distributed profile) and `EmbeddedDlqBus`
+(the embedded profile's PostgreSQL bus, `shared/stores/pg_bus.py`) implement it, and both produce
+through the bus port (`shared/messaging.py`), so `ActionLog` and `replay` are the same code.
 
 Guarantees:
 - `read_topic` reads every partition from its low to its high watermark (as of the call) with
   `assign()`, never `subscribe()`: no consumer-group membership, no offset commits, no effect
-  on the workers' groups. A missing topic reads as empty.
+  on the workers' groups. A missing topic reads as empty. `EmbeddedDlqBus.read` likewise reads
+  the log without touching any group's offsets (`bus.read_all`).
+- Either bus unreachable is a `BusError` (the CLI exits 3), never a traceback.
 - `ActionLog.append` returns only after the broker acknowledged every action.
 - `replay` records an entry as `replayed` only after its re-produced original was acknowledged;
   if recording then fails, the entry stays `open` and a second replay is harmless because every
@@ -18,13 +24,17 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Producer as KafkaProducer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from manifold.dlq_tools.records import DlqAction, Entry, RawMessage
+from manifold.shared import topics as pipeline_topics
+from manifold.shared.bus import Bus, BusProducer, read_all
 from manifold.shared.kafka import producer_config
+from manifold.shared.messaging import Deliveries, Producer
 
 REPLAY_HEADER = "x-manifold-replay-of"
 ACTIONS_TOPIC_CONFIG = {"cleanup.policy": "compact"}
@@ -138,19 +148,6 @@ def existing_topics(bootstrap: str) -> set[str]:
         raise BusError(f"cannot reach kafka at {bootstrap}: {err}") from err
 
 
-class _Acks:
-    """Delivery callbacks for one flush window."""
-
-    def __init__(self) -> None:
-        self.ok: list[Any] = []
-        self.failed: list[tuple[Any, str]] = []
-
-    def callback(self, tag: Any) -> Callable[[KafkaError | None, Any], None]:
-        def on_delivery(err: KafkaError | None, _msg: Any) -> None:
-            (self.failed.append((tag, str(err))) if err is not None else self.ok.append(tag))
-        return on_delivery
-
-
 class ActionLog:
     """Appends `DlqAction`s to the actions topic, keyed by the DLQ entry id."""
 
@@ -160,13 +157,12 @@ class ActionLog:
         self.timeout_s = timeout_s
 
     def append(self, actions: Sequence[DlqAction]) -> None:
-        acks = _Acks()
+        deliveries = Deliveries(self.producer, self.timeout_s)
         for action in actions:
-            _produce(self.producer, self.topic, action.dlq_id.encode(), action.model_dump_json().encode(),
-                     None, acks.callback(action.dlq_id))
-        pending = self.producer.flush(self.timeout_s)
-        if pending or acks.failed:
-            detail = acks.failed[0][1] if acks.failed else f"{pending} unacknowledged"
+            deliveries.send(self.topic, action.dlq_id.encode(), action.model_dump_json().encode(), tag=action.dlq_id)
+        report = deliveries.wait()
+        if not report.complete:
+            detail = str(report.failed[0][1]) if report.failed else f"{report.pending} unacknowledged"
             raise BusError(f"recording actions in {self.topic} failed: {detail}")
 
 
@@ -209,18 +205,18 @@ def replay(entries: Sequence[Entry], producer: Producer, log: ActionLog, make_ac
                 report.failed.append((entry.id, f"refused: {letter.replay_problem()}"))
             else:
                 chunk.append(entry)
-        acks = _Acks()
+        deliveries = Deliveries(producer, timeout_s)
         for entry in chunk:
             letter = entry.letter
             assert letter is not None
             limiter.wait()
-            _produce(producer, letter.source_topic, letter.key, letter.value,
-                     [(REPLAY_HEADER, entry.id.encode())], acks.callback(entry.id))
+            deliveries.send(letter.source_topic, letter.key, letter.value, [(REPLAY_HEADER, entry.id.encode())],
+                            tag=entry.id)
             producer.poll(0)
             on_sent(1)
-        producer.flush(timeout_s)  # whatever is still pending counts as failed below
-        ok = set(acks.ok)
-        failed = dict(acks.failed)
+        acks = deliveries.wait()  # whatever is still pending counts as failed below
+        ok = set(acks.acked)
+        failed = {tag: str(err) for tag, err in acks.failed}
         done = [e for e in chunk if e.id in ok]
         report.failed += [(e.id, failed.get(e.id, "not acknowledged in time")) for e in chunk if e.id not in ok]
         if done:
@@ -230,15 +226,66 @@ def replay(entries: Sequence[Entry], producer: Producer, log: ActionLog, make_ac
 
 
 def make_producer(bootstrap: str) -> Producer:
-    return Producer({**producer_config(bootstrap, "manifold-dlq"), **_QUIET})
+    return KafkaProducer({**producer_config(bootstrap, "manifold-dlq"), **_QUIET})
 
 
-def _produce(producer: Producer, topic: str, key: bytes | None, value: bytes,
-             headers: list[tuple[str, str | bytes | None]] | None,
-             callback: Callable[[KafkaError | None, Any], None]) -> None:
-    while True:
+class DlqBus(Protocol):
+    """Where the DLQ and the actions live, as the commands need it."""
+
+    name: str
+
+    def read(self, topic: str) -> list[RawMessage]: ...
+
+    def existing_topics(self) -> set[str]: ...
+
+    def ensure_actions_topic(self, topic: str) -> None: ...
+
+    def producer(self) -> Producer: ...
+
+
+@dataclass
+class KafkaDlqBus:
+    """The distributed profile: the Kafka cluster at `bootstrap`."""
+
+    bootstrap: str
+    name: str = "kafka"
+
+    def read(self, topic: str) -> list[RawMessage]:
+        return read_topic(self.bootstrap, topic)
+
+    def existing_topics(self) -> set[str]:
+        return existing_topics(self.bootstrap)
+
+    def ensure_actions_topic(self, topic: str) -> None:
+        ensure_actions_topic(self.bootstrap, topic)
+
+    def producer(self) -> Producer:
+        return make_producer(self.bootstrap)
+
+
+@dataclass
+class EmbeddedDlqBus:
+    """The embedded profile: the partitioned log in its PostgreSQL (`PostgresBus`), where every
+    topic exists as soon as something is appended to it."""
+
+    bus: Bus
+    where: str = "the embedded profile's PostgreSQL"
+    name: str = "embedded bus"
+
+    def read(self, topic: str) -> list[RawMessage]:
         try:
-            producer.produce(topic, key=key, value=value, headers=headers, on_delivery=callback)
-            return
-        except BufferError:  # local queue full: let deliveries drain, then retry
-            producer.poll(0.5)
+            return [RawMessage(m.partition(), m.offset(), m.key(), m.value(), tuple(m.headers()),
+                               int(m.timestamp().timestamp() * 1000)) for m in read_all(self.bus, topic)]
+        except Exception as err:  # noqa: BLE001 - an unreachable database is an operator-facing error
+            raise BusError(f"cannot read {topic} from {self.where}: {err} (is it running? `manifold quickstart` "
+                           "or `manifold ingest` starts it)") from err
+
+    def existing_topics(self) -> set[str]:
+        return {*pipeline_topics.PIPELINE_TOPICS, *pipeline_topics.STAGE_SOURCES.values(), pipeline_topics.DLQ_ACTIONS}
+
+    def ensure_actions_topic(self, topic: str) -> None:
+        return None  # appending creates it
+
+    def producer(self) -> Producer:
+        return BusProducer(self.bus)
+

@@ -1,17 +1,18 @@
 """The `dlq` command: list, show, replay, purge and count the entries of `manifold.dlq`.
 
 A thin translator from the command line to `records` (pure selection and folding) and `bus`
-(Kafka I/O). Nothing connects before a subcommand runs. Every command reads the whole DLQ and
-the actions topic from the beginning with a throwaway, group-less consumer.
+(I/O on the profile's bus: Kafka, or the embedded profile's PostgreSQL bus, `dlq_bus`). Nothing
+connects before a subcommand runs. Every command reads the whole DLQ and the actions topic from
+the beginning without joining a consumer group.
 
-Kafka cannot delete single messages, so `replay` and `purge` append `replayed` / `purged`
+The bus cannot delete single messages, so `replay` and `purge` append `replayed` / `purged`
 actions to `manifold.dlq.actions` (keyed by the entry id); `list`, `stats` and filter-based
 `replay`/`purge` hide entries that are no longer open. The DLQ messages themselves stay until
 the topic's retention removes them.
 
 Exit codes: 0 ok; 1 nothing matched where something was required, an unknown id, an aborted
 confirmation or a failed replay; 2 usage errors (bad id, duration or rate; conflicting
-selectors); 3 Kafka unreachable or too slow.
+selectors); 3 the bus (Kafka or the embedded PostgreSQL) unreachable or too slow.
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
+if TYPE_CHECKING:
+    from manifold.dlq_tools.bus import DlqBus
 from manifold.dlq_tools.records import (
     DlqAction,
     Entry,
@@ -75,8 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="dlq",
         description="Inspect, replay and purge manifold's dead-letter topic (manifold.dlq). "
         "An entry's ID is <partition>:<offset> of its DLQ message. Replays and purges are recorded "
-        "in manifold.dlq.actions; Kafka messages are never deleted.",
-        epilog="exit codes: 0 ok, 1 nothing matched / aborted / replay failed, 2 usage error, 3 kafka unavailable",
+        "in manifold.dlq.actions; messages on the bus are never deleted. Works on both profiles: Kafka "
+        "(distributed) and the PostgreSQL bus (MANIFOLD_PROFILE=embedded).",
+        epilog="exit codes: 0 ok, 1 nothing matched / aborted / replay failed, 2 usage error, 3 bus unavailable",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -125,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
 class Context:
     """What a command needs: settings, the clock, the terminal. Built once in `main`."""
 
-    bootstrap: str
+    bus: DlqBus
     dlq_topic: str
     actions_topic: str
     now: datetime
@@ -134,16 +138,28 @@ class Context:
     ask: Callable[[str], str]
 
     def load(self) -> tuple[list[Entry], dict[str, Status]]:
-        from manifold.dlq_tools.bus import read_topic
         from manifold.dlq_tools.records import decode, decode_actions, fold
 
-        entries = [decode(raw) for raw in read_topic(self.bootstrap, self.dlq_topic)]
-        actions = decode_actions(read_topic(self.bootstrap, self.actions_topic))
+        entries = [decode(raw) for raw in self.bus.read(self.dlq_topic)]
+        actions = decode_actions(self.bus.read(self.actions_topic))
         return entries, fold(entries, actions)
 
     def action(self, entry: Entry, kind: str, target: str | None = None) -> DlqAction:
         return DlqAction(dlq_id=entry.id, dlq_sha256=entry.digest, action=kind, at=self.now,  # type: ignore[arg-type]  # kind: validated by DlqAction
                          by=_operator(), target_topic=target)
+
+
+def dlq_bus(settings: Any) -> DlqBus:
+    """The bus of the configured profile: Kafka (distributed) or the PostgreSQL bus (embedded).
+    Nothing connects here; the first read or write does."""
+    from manifold.dlq_tools.bus import EmbeddedDlqBus, KafkaDlqBus
+
+    if settings.profile == "embedded":
+        from manifold.shared.stores.pg_bus import PostgresBus
+
+        pg = settings.postgres
+        return EmbeddedDlqBus(PostgresBus.from_settings(settings), where=f"PostgreSQL at {pg.host}:{pg.port}")
+    return KafkaDlqBus(settings.kafka.bootstrap_servers)
 
 
 def _operator() -> str:
@@ -175,8 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as err:
         print(f"dlq: bad settings: {err}", file=sys.stderr)
         return USAGE
-    ctx = Context(settings.kafka.bootstrap_servers, topics.DLQ, topics.DLQ_ACTIONS, datetime.now(UTC),
-                  sys.stdout, sys.stderr, _ask)
+    ctx = Context(dlq_bus(settings), topics.DLQ, topics.DLQ_ACTIONS, datetime.now(UTC), sys.stdout, sys.stderr, _ask)
     try:
         return int(args.handler(args, ctx))
     except BusError as err:
@@ -281,7 +296,7 @@ def _cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
         return OK
     from manifold.dlq_tools import bus
 
-    present = bus.existing_topics(ctx.bootstrap)
+    present = ctx.bus.existing_topics()
     missing = [e for e in todo if e.letter and e.letter.source_topic not in present]
     for entry in missing:
         print(f"skipping {entry.id}: source topic {entry.letter.source_topic} does not exist",  # type: ignore[union-attr]  # missing has letters only
@@ -296,8 +311,8 @@ def _cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
         if answer.lower() not in {"y", "yes"}:
             print("aborted; nothing replayed", file=ctx.err)
             return NOTHING
-    bus.ensure_actions_topic(ctx.bootstrap, ctx.actions_topic)
-    producer = bus.make_producer(ctx.bootstrap)
+    ctx.bus.ensure_actions_topic(ctx.actions_topic)
+    producer = ctx.bus.producer()
     log = bus.ActionLog(producer, ctx.actions_topic)
     from tqdm import tqdm
 
@@ -333,8 +348,8 @@ def _cmd_purge(args: argparse.Namespace, ctx: Context) -> int:
             return NOTHING
     from manifold.dlq_tools import bus
 
-    bus.ensure_actions_topic(ctx.bootstrap, ctx.actions_topic)
-    bus.ActionLog(bus.make_producer(ctx.bootstrap), ctx.actions_topic).append([ctx.action(e, "purged") for e in todo])
+    ctx.bus.ensure_actions_topic(ctx.actions_topic)
+    bus.ActionLog(ctx.bus.producer(), ctx.actions_topic).append([ctx.action(e, "purged") for e in todo])
     print(f"purged {len(todo)} entr{'y' if len(todo) == 1 else 'ies'} (recorded in {ctx.actions_topic}; the "
           f"messages stay in {ctx.dlq_topic} until its retention removes them)", file=ctx.err)
     return OK

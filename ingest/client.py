@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from confluent_kafka import Producer
 from pydantic import ValidationError
 
 from manifold.ingest.media import guess_media_type
@@ -39,7 +38,7 @@ from manifold.shared.events import (
     MetadataValue,
     upserted,
 )
-from manifold.shared.kafka import send_sync
+from manifold.shared.messaging import Producer, send_and_wait
 from manifold.shared.ports import StagingStore
 
 
@@ -74,6 +73,7 @@ class UpstreamClient:
     """Publishes `DocumentUpserted` / `DocumentDeleted` events for one tenant at a time."""
 
     producer: Producer
+    """Any adapter of the bus port: confluent-kafka's, or `BusProducer` on the embedded profile."""
     ledger: VersionLedger
     staging: StagingStore
     max_document_bytes: int
@@ -89,8 +89,8 @@ class UpstreamClient:
         attributes = {"manifold.tenant_id": event.tenant_id, "manifold.document_id": event.document_id,
                       "manifold.version": event.version}
         with tracing.span("upstream publish", attributes=attributes):
-            send_sync(self.producer, topics.DOCUMENTS, event.key, event.model_dump_json().encode(),
-                      headers=tracing.inject())
+            send_and_wait(self.producer, topics.DOCUMENTS, event.key, event.model_dump_json().encode(),
+                          headers=tracing.inject())
 
     def publish_bytes(
         self,

@@ -3,15 +3,15 @@
 `handle(doc, column_map, aliases) -> ExtractedDocument` applies deterministic, schema-constrained
 rules, in this order:
 
-(a) **Tables** (every `Table` element, via `records.records_from_table`): validated records,
+(a) **Tables** (every `Table` element, via `tables.reader.records_from_table`): validated records,
     their entities (Invoice / CreditNote / Order by number, Supplier and Company counterparties,
     Product by code, ProductGroup) and relations: ISSUED_BY and BILLED_TO (invoices, credit
     notes), PLACED_WITH and ORDERED_BY (orders), CONTAINS (one edge per line with a product code,
     carrying line_no, quantity, unit_price, amount as exact strings), SUPPLIES (supplier → each
     product it invoiced or lists in a catalog), BELONGS_TO (product → its group column).
-(b) **Sentences** in non-table chunks (`SENTENCE_PATTERNS` lists them), each with an optional
-    validity clause ("from <date> to <date>", "between <date> and <date>", "effective <date>",
-    "until <date>") that becomes valid_from / valid_to.
+(b) **Sentences** in non-table chunks (`sentence_rules.SENTENCE_PATTERNS` lists them), each
+    with an optional validity clause ("from <date> to <date>", "between <date> and <date>",
+    "effective <date>", "until <date>") that becomes valid_from / valid_to.
 (c) **Identifiers** in every chunk (`chunk.identifiers`): an entity of the type the prefix names
     (PRD/SKU → Product, CTR → Contract, INV → Invoice, CN → CreditNote, PO/ORD → Order, SUP →
     Supplier: a supplier id already seen next to a name resolves to that named supplier).
@@ -41,29 +41,37 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import date
 from typing import Any
 
-from manifold.ingest.records import (
-    ParsedRecord,
-    RowIssue,
-    build_record,
-    catalog_key,
-    decimal_text,
-    map_header,
-    parse_date,
-    records_from_table,
-)
 from manifold.ingest.resolution import EntityResolver
+from manifold.ingest.sentence_rules import (
+    GROUP_SUFFIX,
+    KEYWORDS,
+    RULES,
+    SENTENCE_PATTERNS,
+    VALIDITY_FROM,
+    VALIDITY_UNTIL,
+    Mention,
+    sentences,
+    split_items,
+    typed_mention,
+)
+from manifold.ingest.tables.catalog import catalog_key
+from manifold.ingest.tables.headers import map_header
+from manifold.ingest.tables.parsed import ParsedRecord, build_record
+from manifold.ingest.tables.reader import records_from_table
+from manifold.ingest.tables.rows import RowIssue
+from manifold.ingest.tables.values import decimal_text, parse_date
 from manifold.shared import ids
 from manifold.shared.artifacts import (
+    BusinessRecord,
     Chunk,
     Element,
     EmbeddedDocument,
     ExtractedDocument,
     Provenance,
-    Record,
     Relation,
     ReviewItem,
 )
@@ -77,102 +85,9 @@ MAX_ISSUE_ROWS = 100
 """A table review item keeps at most this many raw rows (and counts the rest in `rows_omitted`),
 so one bad table of a large file cannot stage its whole content a second time."""
 
-SENTENCE_PATTERNS: tuple[str, ...] = (
-    "<Company> has approved|approves|approved <Supplier> as an approved vendor|supplier",
-    "<Supplier> is|was|has been|remains an approved vendor|supplier of|for|to <Company>",
-    "<Supplier> supplies|provides|delivers|sells <Product code>[, <...> and <...>] (a product name only when "
-    "the supplier or the product is already known)",
-    "<Product code>[, ...] belongs to|falls under|is classified as|is part of (the) <Group> (product group|category)",
-    "<Group> is part of|is a subgroup of|is a subcategory of|rolls up into (the) <Group>",
-    "<Contract id> covers|applies to <Product code or Group>[, ...]",
-    "<Company|Supplier> is a party to|has signed|signed|entered into <Contract id>",
-    "<Contract id> (is an agreement) between <Company|Supplier> and <Company|Supplier>",
-)
-
 _RECORD_ENTITY = {"invoice": "Invoice", "credit_note": "CreditNote", "order": "Order"}
 _RECORD_KINDS = frozenset(_RECORD_ENTITY)
 
-_TOKEN = r"(?<![\w&'’\-./])[A-Z0-9][\w&'’\-./]*"
-# a name never starts with a determiner or pronoun ("This Agreement provides ...")
-_NOT_NAME = (r"(?!(?:This|That|These|Those|It|Its|Each|Every|Such|Our|Their|Any|All|No|An|We|They|"
-             r"He|She|Which|Where|When|If|Under|In|On|For|From|As)\b)")
-_NAME = (rf"{_NOT_NAME}(?:[Tt]he\s+)?{_TOKEN}(?:(?:\s+(?:of|de|du|la|van|von|der|den|&)\s+|\s+){_TOKEN})*"
-         r"(?:,\s+(?:Inc|Ltd|LLC|Corp|Co|GmbH|AG|PLC|SA|BV)\b\.?)?")
-_ITEMS = rf"{_NAME}(?:\s*,\s*{_NAME})*(?:,?\s+(?:and|&)\s+{_NAME})?"
-_MARK = r"(?i:product\s+group|product\s+category|product\s+line|category|group)"
-_APPROVED = r"(?i:an?\s+)?(?i:approved\s+(?:vendor|supplier))"
-_RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((name, re.compile(pattern)) for name, pattern in (
-    ("approves", rf"(?P<a>{_NAME})\s+(?i:has\s+approved|approves|approved)\s+(?P<b>{_NAME})\s+(?i:as)\s+{_APPROVED}"),
-    ("approved_of", rf"(?P<b>{_NAME})\s+(?i:is|was|has\s+been|remains|became)\s+{_APPROVED}"
-                    rf"\s+(?i:of|for|to)\s+(?P<a>{_NAME})"),
-    ("supplies", rf"(?P<a>{_NAME})\s+(?i:supplies|provides|delivers|sells)\s+(?P<b>{_ITEMS})"),
-    ("belongs", rf"(?P<a>{_ITEMS})\s+"
-                rf"(?i:(?P<belongs>belongs?\s+to|falls?\s+under|(?:is|are)\s+classified\s+(?:as|under|in))"
-                rf"|(?P<part>(?:is|are)\s+(?:a\s+)?part\s+of)"
-                rf"|(?P<sub>(?:is|are)\s+an?\s+(?:sub-?group|sub-?category|subset)\s+of|rolls?\s+up\s+(?:in)?to))"
-                rf"\s+(?i:the\s+)?(?:(?P<pre>{_MARK})\s+)?(?P<b>{_NAME})(?:\s+(?P<post>{_MARK}))?"),
-    ("covers", rf"(?P<a>{_NAME})\s+(?i:covers|applies\s+to)\s+(?i:the\s+)?(?P<b>{_ITEMS})(?:\s+(?P<post>{_MARK}))?"),
-    ("party_to", rf"(?P<a>{_NAME})\s+(?i:is\s+a\s+party\s+to|has\s+signed|signed|entered\s+into)\s+"
-                 rf"(?i:the\s+)?(?i:(?:contract|agreement)\s+)?(?P<b>{_NAME})"),
-    ("between", rf"(?P<c>{_NAME})\s+(?i:is\s+)?(?i:(?:an?\s+)?(?:agreement|contract)\s+)?(?i:between)\s+"
-                rf"(?P<a>{_NAME})\s+(?i:and)\s+(?P<b>{_NAME})"),
-))
-# a rule runs only on sentences holding one of its verbs (cheap filter before the regex)
-_KEYWORDS: dict[str, re.Pattern[str]] = {name: re.compile(words, re.IGNORECASE) for name, words in (
-    ("approves", r"approve"), ("approved_of", r"approved"), ("supplies", r"supplies|provides|delivers|sells"),
-    ("belongs", r"belong|fall|classified|part\s+of|sub-?group|sub-?category|subset|roll"),
-    ("covers", r"covers|applies"), ("party_to", r"party|signed|entered"), ("between", r"between"),
-)}
-_DATE = (r"(?:\d{4}-\d{1,2}-\d{1,2}|\d{1,2}[/.]\d{1,2}[/.]\d{4}"
-         r"|[A-Z][a-z]{2,8}\.?\s+\d{1,2}(?:st|nd|rd|th)?,?\s+\d{4}|\d{1,2}(?:st|nd|rd|th)?\s+[A-Z][a-z]{2,8}\.?,?\s+\d{4})")
-_RANGE = re.compile(
-    rf"(?i:from|between|effective(?:\s+from|\s+as\s+of|\s+on)?|valid\s+from|starting(?:\s+on)?|as\s+of|commencing(?:\s+on)?)"
-    rf"\s+(?P<f>{_DATE})(?:\s*(?:(?i:to|until|till|through|thru|and)|[-–—])\s*(?P<t>{_DATE}))?"
-)
-_UNTIL = re.compile(rf"(?i:until|till|through|expires\s+on|ending\s+on|valid\s+(?:until|through|to))\s+(?P<t>{_DATE})")
-_SENTENCE_BREAK = re.compile(r"(?<=[.!?;])\s+(?=[\"'(\[]?[A-Z0-9])")
-_PARAGRAPH_BREAK = re.compile(r"\n\s*\n|\n(?=\s*(?:[-*•]|\d+[.)])\s)")
-_ITEM_SPLIT = re.compile(r"\s*,\s*(?:and\s+|&\s+)?|\s+and\s+")
-_GROUP_SUFFIX = re.compile(rf"\s+{_MARK}$")
-
-
-@dataclass(frozen=True)
-class _Mention:
-    type: str
-    name: str
-    external_id: str | None = None
-
-
-def _clean(text: str) -> str:
-    return " ".join(text.split()).strip(" .,;:")
-
-
-def _typed(slot: str, text: str, external_id: str | None = None) -> _Mention | None:
-    """A mention typed by its slot, unless it is an identifier whose prefix names another type."""
-    name = _clean(text)
-    if not name:
-        return None
-    identifier = normalize_identifier(name)
-    if identifier is not None:
-        return _Mention(entity_type_for_identifier_kind(identifier_kind(identifier)) or slot, identifier, external_id)
-    if slot in ("Product", "ProductGroup"):
-        name = re.sub(r"^(?i:the)\s+", "", name)
-    if slot == "ProductGroup":
-        name = _GROUP_SUFFIX.sub("", name) or name
-    return _Mention(slot, name, external_id)
-
-
-def _items(text: str) -> list[str]:
-    return [part for part in _ITEM_SPLIT.split(text) if _clean(part)]
-
-
-def sentences(text: str) -> list[str]:
-    """The sentences of a chunk: paragraphs and list items first, then sentence ends."""
-    out: list[str] = []
-    for paragraph in _PARAGRAPH_BREAK.split(text):
-        flat = " ".join(paragraph.split())
-        out.extend(s for s in _SENTENCE_BREAK.split(flat) if s)
-    return out
 
 
 class _Extraction:
@@ -184,7 +99,7 @@ class _Extraction:
         self.scope = ids.version_scope(ref.tenant_id, ref.document_id, ref.version, ref.content_sha256,
                                        doc.versions.fingerprint())
         self.resolver = EntityResolver(ref.tenant_id, aliases)
-        self.records: dict[str, Record] = {}
+        self.records: dict[str, BusinessRecord] = {}
         self.parsed: dict[str, ParsedRecord] = {}
         self.relations: dict[str, Relation] = {}
         self.review: dict[str, ReviewItem] = {}
@@ -200,10 +115,10 @@ class _Extraction:
             review_id=review_id, reason=reason, payload={"kind": kind, **payload}, provenance=provenance,
         ))
 
-    def entity(self, mention: _Mention, provenance: Provenance) -> str:
+    def entity(self, mention: Mention, provenance: Provenance) -> str:
         return self.resolver.resolve(mention.type, mention.name, provenance, external_id=mention.external_id)
 
-    def relate(self, relation_type: str, source: _Mention, target: _Mention, provenance: Provenance, *,
+    def relate(self, relation_type: str, source: Mention, target: Mention, provenance: Provenance, *,
                properties: dict[str, MetadataValue] | None = None,
                valid: tuple[date | None, date | None] = (None, None),
                position: tuple[object, ...] = (), context: str | None = None) -> None:
@@ -289,7 +204,7 @@ class _Extraction:
         customer = _organisation("Company", parsed.customer, parsed.customer_id)
         context = f"{parsed.record_type} {parsed.number}"
         if parsed.record_type == "catalog_item":
-            product = _typed("Product", parsed.number)
+            product = typed_mention("Product", parsed.number)
             assert product is not None
             if product.type == "Product":
                 self.entity(product, provenance)
@@ -298,7 +213,7 @@ class _Extraction:
                             context=context)
             self._group(product, parsed.product_group, provenance, context)
             return
-        document = _Mention(_RECORD_ENTITY[parsed.record_type], parsed.number)
+        document = Mention(_RECORD_ENTITY[parsed.record_type], parsed.number)
         self.entity(document, provenance)
         is_order = parsed.record_type == "order"
         if supplier is not None:
@@ -306,7 +221,7 @@ class _Extraction:
         if customer is not None:
             self.relate("ORDERED_BY" if is_order else "BILLED_TO", document, customer, provenance, context=context)
         for line in parsed.lines:
-            product = _typed("Product", line.product_code) if line.product_code else None
+            product = typed_mention("Product", line.product_code) if line.product_code else None
             if product is None:
                 continue
             properties: dict[str, MetadataValue] = {
@@ -322,8 +237,8 @@ class _Extraction:
                 self.relate("SUPPLIES", supplier, product, provenance, context=line_context)
             self._group(product, line.product_group, provenance, line_context)
 
-    def _group(self, product: _Mention, group: str | None, provenance: Provenance, context: str) -> None:
-        target = _typed("ProductGroup", group) if group else None
+    def _group(self, product: Mention, group: str | None, provenance: Provenance, context: str) -> None:
+        target = typed_mention("ProductGroup", group) if group else None
         if target is not None:
             self.relate("BELONGS_TO", product, target, provenance, context=context)
 
@@ -335,8 +250,8 @@ class _Extraction:
             valid = self._validity(sentence, provenance)
             if valid is None:
                 continue
-            for rule, pattern in _RULES:
-                if not _KEYWORDS[rule].search(sentence):
+            for rule, pattern in RULES:
+                if not KEYWORDS[rule].search(sentence):
                     continue
                 for match in pattern.finditer(sentence):
                     for relation_type, source, target in self._rule(rule, match, sentence, provenance):
@@ -344,92 +259,92 @@ class _Extraction:
 
     def _validity(self, sentence: str, provenance: Provenance) -> tuple[date | None, date | None] | None:
         """(valid_from, valid_to) stated in the sentence; None (and a review item) if unreadable."""
-        match = _RANGE.search(sentence) or _UNTIL.search(sentence)
+        match = VALIDITY_FROM.search(sentence) or VALIDITY_UNTIL.search(sentence)
         if match is None:
             return (None, None)
         found = match.groupdict()
         try:
             return tuple(parse_date(found[k]) if found.get(k) else None for k in ("f", "t"))  # type: ignore[return-value]  # a 2-tuple: two keys
         except ValueError as exc:
-            if any(pattern.search(sentence) for _, pattern in _RULES):
+            if any(pattern.search(sentence) for _, pattern in RULES):
                 self.flag("validity", (provenance.chunk_id, sentence), f"unreadable validity date: {exc}",
                           {"sentence": sentence, "clause": match.group(0)}, provenance)
             return None
 
     def _rule(self, rule: str, match: re.Match[str], sentence: str,
-              provenance: Provenance) -> list[tuple[str, _Mention, _Mention]]:
+              provenance: Provenance) -> list[tuple[str, Mention, Mention]]:
         a, b = match["a"], match["b"]
         if rule in ("approves", "approved_of"):
-            company, supplier = _typed("Company", a), _typed("Supplier", b)
+            company, supplier = typed_mention("Company", a), typed_mention("Supplier", b)
             return [("APPROVED_VENDOR", company, supplier)] if company and supplier else []
         if rule == "supplies":
-            supplier = _typed("Supplier", a)
+            supplier = typed_mention("Supplier", a)
             if supplier is None:
                 return []
             known = self.resolver.lookup("Supplier", supplier.name) is not None
-            products = [m for item in _items(b) if (m := _typed("Product", item))]
+            products = [m for item in split_items(b) if (m := typed_mention("Product", item))]
             return [("SUPPLIES", supplier, p) for p in products  # a product *name* needs a known party
                     if known or normalize_identifier(p.name) or self.resolver.lookup("Product", p.name)]
         if rule == "belongs":
             return self._belongs(match)
         if rule == "covers":
-            contract = _typed("Contract", a)
+            contract = typed_mention("Contract", a)
             if contract is None or normalize_identifier(contract.name) is None:
                 return []  # "This agreement covers ...": no contract id to anchor the edge
             marked = bool(match["post"])
-            targets = [self._covered(item, marked, sentence, provenance) for item in _items(b)]
+            targets = [self._covered(item, marked, sentence, provenance) for item in split_items(b)]
             return [("COVERS", contract, t) for t in targets if t is not None]
-        contract = _typed("Contract", match["c"] if rule == "between" else b)
+        contract = typed_mention("Contract", match["c"] if rule == "between" else b)
         if contract is None or normalize_identifier(contract.name) is None:
             return []
         parties = [a, b] if rule == "between" else [a]
         typed = [self._party(p, sentence, provenance) for p in parties]
         return [("PARTY_TO", party, contract) for party in typed if party is not None]
 
-    def _belongs(self, match: re.Match[str]) -> list[tuple[str, _Mention, _Mention]]:
-        group = _typed("ProductGroup", match["b"])
+    def _belongs(self, match: re.Match[str]) -> list[tuple[str, Mention, Mention]]:
+        group = typed_mention("ProductGroup", match["b"])
         if group is None:
             return []
         if match["sub"]:
-            source = _typed("ProductGroup", match["a"])
+            source = typed_mention("ProductGroup", match["a"])
             return [("PART_OF", source, group)] if source else []
-        out: list[tuple[str, _Mention, _Mention]] = []
+        out: list[tuple[str, Mention, Mention]] = []
         marked = bool(match["pre"] or match["post"])
-        for item in _items(match["a"]):
-            subject = _typed("Product", item)
+        for item in split_items(match["a"]):
+            subject = typed_mention("Product", item)
             if subject is None:
                 continue
             is_code = normalize_identifier(subject.name) is not None
-            is_group = self.resolver.lookup("ProductGroup", subject.name) or _GROUP_SUFFIX.search(subject.name)
+            is_group = self.resolver.lookup("ProductGroup", subject.name) or GROUP_SUFFIX.search(subject.name)
             if not is_code and is_group:
-                out.append(("PART_OF", _Mention("ProductGroup", _GROUP_SUFFIX.sub("", subject.name)), group))
+                out.append(("PART_OF", Mention("ProductGroup", GROUP_SUFFIX.sub("", subject.name)), group))
             elif is_code or self.resolver.lookup("Product", subject.name) or (match["belongs"] and marked):
                 out.append(("BELONGS_TO", subject, group))
             elif match["part"] and (marked or self.resolver.lookup("ProductGroup", group.name)):
-                out.append(("PART_OF", _Mention("ProductGroup", subject.name), group))
+                out.append(("PART_OF", Mention("ProductGroup", subject.name), group))
         return out
 
-    def _covered(self, item: str, marked: bool, sentence: str, provenance: Provenance) -> _Mention | None:
-        mention = _typed("ProductGroup", item)
+    def _covered(self, item: str, marked: bool, sentence: str, provenance: Provenance) -> Mention | None:
+        mention = typed_mention("ProductGroup", item)
         if mention is None or normalize_identifier(mention.name) is not None:
             return mention
         known = [t for t in ("Product", "ProductGroup") if self.resolver.lookup(t, mention.name)]
         if marked or known == ["ProductGroup"]:
             return mention
         if known == ["Product"]:
-            return _Mention("Product", mention.name)
+            return Mention("Product", mention.name)
         self.flag("typing", (provenance.chunk_id, sentence, mention.name),
                   f"cannot tell whether {mention.name!r} is a product or a group",
                   {"sentence": sentence, "mention": mention.name}, provenance)
         return None
 
-    def _party(self, name: str, sentence: str, provenance: Provenance) -> _Mention | None:
-        mention = _typed("Company", name)
+    def _party(self, name: str, sentence: str, provenance: Provenance) -> Mention | None:
+        mention = typed_mention("Company", name)
         if mention is None or normalize_identifier(mention.name) is not None:
             return mention
         known = [t for t in ("Company", "Supplier") if self.resolver.lookup(t, mention.name)]
         if len(known) == 1:
-            return _Mention(known[0], mention.name)
+            return Mention(known[0], mention.name)
         self.flag("typing", (provenance.chunk_id, sentence, mention.name),
                   f"cannot tell whether {mention.name!r} is a company or a supplier",
                   {"sentence": sentence, "mention": mention.name}, provenance)
@@ -455,10 +370,10 @@ class _Extraction:
             }, provenance)
 
 
-def _organisation(entity_type: str, name: str | None, external_id: str | None) -> _Mention | None:
+def _organisation(entity_type: str, name: str | None, external_id: str | None) -> Mention | None:
     if name:
-        return _typed(entity_type, name, external_id)
-    return _typed(entity_type, external_id) if external_id else None
+        return typed_mention(entity_type, name, external_id)
+    return typed_mention(entity_type, external_id) if external_id else None
 
 
 def _content(parsed: ParsedRecord) -> ParsedRecord:

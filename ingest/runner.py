@@ -1,5 +1,7 @@
 """The stage runner: consume a micro-batch → decode → handle (batch, with bounded retries) →
-produce every output → commit. Kafka and the embedded profile's bus use this same runner.
+produce every output → commit. Kafka and the embedded profile's bus use this same runner: it is
+typed against the project's bus port (`shared/messaging.py`), and waits for acknowledgements
+through its one implementation (`messaging.Deliveries`).
 
 Guarantees:
 - **Micro-batches.** `run` consumes up to `BatchPolicy.max_messages` messages, waiting at most
@@ -35,13 +37,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from manifold.shared import metrics, topics, tracing
 from manifold.shared.dlq import DeadLetter, ErrorKind, b64
 from manifold.shared.errors import BadInput, Transient
-from manifold.shared.kafka import DeliveryTracker, commit_sync
+from manifold.shared.kafka import commit_sync
+from manifold.shared.messaging import Consumer, Deliveries, Message, Producer
 
 log = logging.getLogger(__name__)
 
@@ -109,14 +111,18 @@ class StageRunner(Generic[In, Out]):
         producer: Producer,
         retry: RetryPolicy,
         batch: BatchPolicy | None = None,
+        lag: Callable[[], int] | None = None,
     ) -> None:
         self.spec = spec
         self.consumer = consumer
         self.producer = producer
         self.retry = retry
         self.batch = batch or BatchPolicy()
+        self.lag = lag
+        """How many messages of the source wait for this stage (`kafka.consumer_lag`, `bus.lag`);
+        None: no lag gauge."""
         self._lag_checked = 0.0
-        self._delivery = DeliveryTracker(producer)
+        self._delivery = Deliveries(producer)
         self._spans: dict[int, Any] = {}  # the current group's span per message (id(msg))
 
     # -- messages ----------------------------------------------------------------------------
@@ -233,8 +239,8 @@ class StageRunner(Generic[In, Out]):
             else:
                 out = self.spec.route(outcome)
                 span = self._spans.get(id(msg))
-                self._delivery.produce(out.topic, out.key, out.value,
-                                       tracing.headers_for(span) if span is not None else None)
+                self._delivery.send(out.topic, out.key, out.value,
+                                    tracing.headers_for(span) if span is not None else None)
                 metrics.PROCESSED.labels(name).inc()
         except Exception as err:  # noqa: BLE001 - e.g. an output the bus refuses (too large)
             self._route_error(msg, err, attempts)
@@ -275,7 +281,7 @@ class StageRunner(Generic[In, Out]):
         log.error("%s: dead-lettering %s/%d/%d (%s): %s", self.spec.name, msg.topic(), msg.partition(),
                   msg.offset(), kind, error.splitlines()[0][:500] if error else "")
         # If the DLQ is unreachable the flush raises Transient: the runner stops, nothing is committed.
-        self._delivery.produce(topics.DLQ, key, letter.model_dump_json().encode(), letter.headers())
+        self._delivery.send(topics.DLQ, key, letter.model_dump_json().encode(), letter.headers())
         metrics.FAILED.labels(self.spec.name, kind).inc()
 
     # -- the loop ----------------------------------------------------------------------------
@@ -301,17 +307,11 @@ class StageRunner(Generic[In, Out]):
 
     def _update_lag(self, every_s: float = 5.0) -> None:
         now = time.monotonic()
-        if now - self._lag_checked < every_s:
+        if self.lag is None or now - self._lag_checked < every_s:
             return
         self._lag_checked = now
         try:
-            assigned: list[TopicPartition] = self.consumer.assignment()
-            positions = self.consumer.position(assigned) if assigned else []
-            lag = 0
-            for tp in positions:
-                low, high = self.consumer.get_watermark_offsets(tp, timeout=2, cached=False)
-                lag += max(0, high - (tp.offset if tp.offset >= 0 else low))
-            metrics.LAG.labels(self.spec.name).set(lag)
+            metrics.LAG.labels(self.spec.name).set(self.lag())
         except Exception as err:  # noqa: BLE001 - metrics must never stop the worker
             log.debug("lag update failed: %s", err)
 

@@ -8,8 +8,9 @@ consumed (run `manifold migrate` first); `/metrics` is served on `ingest.metrics
 `run_processes(settings, roles, n, stop)` runs the roles in `n` processes at once (the
 `--processes` option; each reads its settings from the same environment): each is a member of every
 role's consumer group, so Kafka spreads the topic partitions over them (at most one member per
-partition does work: size `n` to at most `kafka.partitions`); process `i` serves `/metrics` on `metrics_port + i`; the `reconcile` role
-runs in process 0 only. A member that stops on an error stops the others (exit != 0); SIGTERM
+partition does work: size `n` to at most `kafka.partitions`); process `i` serves `/metrics` on
+`metrics_port + i`; the `reconcile` role runs in process 0 only. A member that stops on an error
+stops the others (exit != 0); SIGTERM
 or SIGINT stops every member after its current batch.
 """
 
@@ -35,7 +36,13 @@ from manifold.shared.artifacts import LoadNotice
 from manifold.shared.config import ManifoldSettings
 from manifold.shared.errors import BadInput
 from manifold.shared.events import DocumentDeleted, DocumentUpserted, parse_event
-from manifold.shared.kafka import consumer_config, ensure_topics, pipeline_topic_configs, producer_config
+from manifold.shared.kafka import (
+    consumer_config,
+    consumer_lag,
+    ensure_topics,
+    pipeline_topic_configs,
+    producer_config,
+)
 
 log = logging.getLogger(__name__)
 
@@ -151,15 +158,21 @@ def _parse_step(ports: pipeline.Ports) -> Callable[[DocumentUpserted | DocumentD
     return step
 
 
+def _sink(role: str) -> str:
+    sink = topics.STAGES[role].sink
+    assert sink is not None, f"{role} has no downstream topic"
+    return sink
+
+
 def _parse_route(out: StageNotice | DocumentDeleted) -> Output:
     if isinstance(out, DocumentDeleted):
         return Output(topics.PUBLISH, out.key, out.model_dump_json().encode())
-    return _notice_out(topics.STAGE_PARSED)(out)
+    return _notice_out(_sink("parse"))(out)
 
 
 def _load_route(notice: LoadNotice) -> Output:
     key = f"{notice.doc.tenant_id}/{notice.doc.document_id}".encode()
-    return Output(topics.PUBLISH, key, notice.model_dump_json().encode())
+    return Output(_sink("load"), key, notice.model_dump_json().encode())
 
 
 def _publish_decode(raw: bytes) -> LoadNotice | DocumentDeleted:
@@ -198,23 +211,24 @@ def stage_specs(ports: pipeline.Ports, settings: ManifoldSettings | None = None)
 
     notice = _decoder(StageNotice)
     first = ProducerRegistry.from_settings(settings).verifying(parse_event)
+    src = topics.STAGE_SOURCES  # where each role reads and writes: shared/topics.py TOPOLOGY
     specs: dict[str, StageSpec[Any, Any]] = {
-        "parse": StageSpec("parse", topics.DOCUMENTS, first, _parse_step(ports), _parse_route),
-        "chunk": StageSpec("chunk", topics.STAGE_PARSED, notice, lambda n: pipeline.run_chunk(n, ports),
-                           _notice_out(topics.STAGE_CHUNKED)),
-        "embed": StageSpec("embed", topics.STAGE_CHUNKED, notice, lambda n: pipeline.run_embed(n, ports),
-                           _notice_out(topics.STAGE_EMBEDDED),
+        "parse": StageSpec("parse", src["parse"], first, _parse_step(ports), _parse_route),
+        "chunk": StageSpec("chunk", src["chunk"], notice, lambda n: pipeline.run_chunk(n, ports),
+                           _notice_out(_sink("chunk"))),
+        "embed": StageSpec("embed", src["embed"], notice, lambda n: pipeline.run_embed(n, ports),
+                           _notice_out(_sink("embed")),
                            step_batch=lambda ns: pipeline.run_embed_batch(ns, ports)),
-        "extract": StageSpec("extract", topics.STAGE_EMBEDDED, notice, lambda n: pipeline.run_extract(n, ports),
-                             _notice_out(topics.STAGE_EXTRACTED)),
-        "load": StageSpec("load", topics.STAGE_EXTRACTED, notice, lambda n: pipeline.run_load(n, ports),
+        "extract": StageSpec("extract", src["extract"], notice, lambda n: pipeline.run_extract(n, ports),
+                             _notice_out(_sink("extract"))),
+        "load": StageSpec("load", src["load"], notice, lambda n: pipeline.run_load(n, ports),
                           _load_route, step_batch=lambda ns: pipeline.run_load_batch(ns, ports)),
     }
     if settings is not None:
         from manifold.ingest import publisher
 
         lifecycle = publish_ports(ports, settings)
-        specs["publish"] = StageSpec("publish", topics.PUBLISH, _publish_decode,
+        specs["publish"] = StageSpec("publish", src["publish"], _publish_decode,
                                      lambda m: publisher.handle(m, lifecycle), _never_routed,
                                      none_means="done",
                                      step_batch=lambda ms: publisher.handle_batch(ms, lifecycle))
@@ -257,12 +271,14 @@ def run(settings: ManifoldSettings, roles: Sequence[str], stop: threading.Event)
                 failures.append(err)
                 stop.set()
             return
+        consumer = Consumer(consumer_config(bootstrap, topics.STAGES[role].group, f"manifold-{role}-{os.getpid()}"))
         runner = StageRunner(
             specs[role],
-            Consumer(consumer_config(bootstrap, f"manifold.{role}", f"manifold-{role}-{os.getpid()}")),
+            consumer,
             Producer(producer_config(bootstrap, f"manifold-{role}-{os.getpid()}")),
             retry,
             batch,
+            lag=lambda: consumer_lag(consumer),
         )
         try:
             runner.run(stop)

@@ -37,7 +37,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
+from confluent_kafka import Consumer as KafkaConsumer
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import Producer as KafkaProducer
 from prometheus_client import Counter, Histogram
 
 from manifold.query import protocol
@@ -47,6 +49,7 @@ from manifold.query.types import Principal, QueryReply, QueryRequest
 from manifold.shared import topics, tracing
 from manifold.shared.config import ManifoldSettings
 from manifold.shared.kafka import commit_sync, consumer_config, ensure_topics, producer_config
+from manifold.shared.messaging import Consumer, Deliveries, Message, Producer
 
 log = logging.getLogger(__name__)
 
@@ -167,9 +170,10 @@ class QueryWorker:
         self.consumer.subscribe([self.settings.query.request_topic])
         try:
             while not stop.is_set():
-                msg = self.consumer.poll(poll_s)
-                if msg is None:
+                got = self.consumer.consume(num_messages=1, timeout=poll_s)
+                if not got:
                     continue
+                msg = got[0]
                 if msg.error() is not None:
                     log.warning("query consumer error: %s", msg.error())
                     continue
@@ -251,30 +255,27 @@ class QueryWorker:
                 delay = min(delay * 2, self.retry_max_s)
 
     def _send_once(self, topic: str, key: bytes, value: bytes, stop: threading.Event) -> KafkaError | str | None:
-        result: list[KafkaError | None] = []
-
-        def on_delivery(err: KafkaError | None, _msg: Any) -> None:
-            result.append(err)
-
+        """None once the broker acknowledged the reply; its error if refused; "stopped" when
+        `stop` was set before an answer came."""
+        deliveries = Deliveries(self.producer, timeout=1.0, bus="kafka")
+        try:
+            deliveries.send(topic, key, value)
+        except KafkaException as err:  # rejected locally, e.g. message too large
+            return err.args[0]  # type: ignore[no-any-return]
         while True:
-            try:
-                self.producer.produce(topic, key=key, value=value, on_delivery=on_delivery)
-                break
-            except BufferError:
-                self.producer.poll(0.5)
-            except KafkaException as err:  # rejected locally, e.g. message too large
-                return err.args[0]  # type: ignore[no-any-return]
-        while not result:
-            self.producer.flush(1.0)
-            if not result and stop.is_set():
+            report = deliveries.wait()
+            if report.failed:
+                return report.failed[0][1]  # type: ignore[no-any-return]
+            if report.acked:
+                return None
+            if stop.is_set():
                 return "stopped"
-        return result[0]
 
 
-def _producer(settings: ManifoldSettings, client_id: str) -> Producer:
+def _producer(settings: ManifoldSettings, client_id: str) -> KafkaProducer:
     config = producer_config(settings.kafka.bootstrap_servers, client_id)
     config["message.timeout.ms"] = 30_000  # learn about an undeliverable reply in bounded time
-    return Producer(config)
+    return KafkaProducer(config)
 
 
 def serve(settings: ManifoldSettings, stop: threading.Event, answerer: Answerer, *, threads: int = 1,
@@ -296,7 +297,7 @@ def serve(settings: ManifoldSettings, stop: threading.Event, answerer: Answerer,
     def work(n: int) -> None:
         client_id = f"manifold-query-{os.getpid()}-{n}"
         worker = QueryWorker(settings, answerer,
-                             Consumer(consumer_config(settings.kafka.bootstrap_servers, group_id, client_id)),
+                             KafkaConsumer(consumer_config(settings.kafka.bootstrap_servers, group_id, client_id)),
                              _producer(settings, client_id), verifier)
         try:
             worker.run(stop)

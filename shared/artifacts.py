@@ -153,7 +153,7 @@ class RecordLine(_Frozen):
     amount: Decimal
 
 
-class Record(_Frozen):
+class BusinessRecord(_Frozen):
     """A validated structured record: invoice, credit note, order or catalog item."""
 
     record_id: str
@@ -187,7 +187,7 @@ class ExtractedDocument(_Frozen):
     vectors: list[list[float]]
     entities: list[Entity]
     relations: list[Relation]
-    records: list[Record]
+    records: list[BusinessRecord]
     review: list[ReviewItem]
 
 

@@ -16,8 +16,8 @@ over it unchanged:
   `redeliver` re-appends a dead letter's original message to its source topic.
 
 Adapters: `InMemoryBus` (here; tests and fakes) and `PostgresBus` (`shared/stores/pg_bus.py`,
-durable, in the embedded PostgreSQL). `BusConsumer` / `BusProducer` present the subset of
-confluent-kafka's `Consumer` / `Producer` the runner and clients use.
+durable, in the embedded PostgreSQL). `BusConsumer` / `BusProducer` implement the project's bus
+port (`shared/messaging.py`: `Consumer` / `Producer`), whose other adapter is confluent-kafka.
 """
 
 from __future__ import annotations
@@ -270,7 +270,7 @@ class BusProducer:
     """Shaped like `confluent_kafka.Producer`: `produce` buffers, `flush` appends the buffer to
     the bus in one atomic step and then reports every delivery. If the append fails, nothing was
     stored: each callback gets the error and `flush` returns the number still pending, so the
-    caller (the runner's `DeliveryTracker`, `send_sync`) raises and does not commit."""
+    caller (`messaging.Deliveries`) raises and does not commit."""
 
     def __init__(self, bus: Bus) -> None:
         self.bus = bus

@@ -1,4 +1,6 @@
-"""Thin confluent-kafka helpers: client configs, topic creation, and a synchronous send.
+"""The Kafka adapter of the bus port (`shared/messaging.py`): confluent-kafka's `Consumer` and
+`Producer` ARE the adapter; this module configures them and adds topic creation, a synchronous
+send, the commit policy and the lag of a consumer.
 
 Guarantees: producers are idempotent (`enable.idempotence`, `acks=all`); consumers never
 auto-commit (the runner commits after effects are durable); `ensure_topics` is idempotent.
@@ -9,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
-from manifold.shared import topics
-from manifold.shared.errors import Transient
+from manifold.shared import messaging, topics
+from manifold.shared.messaging import send_and_wait
 
 
 def producer_config(bootstrap: str, client_id: str) -> dict[str, Any]:
@@ -86,51 +88,9 @@ def pipeline_topic_configs(kafka: Any) -> dict[str, dict[str, str]]:
 
 def send_sync(producer: Producer, topic: str, key: bytes | None, value: bytes,
               headers: list[tuple[str, bytes]] | None = None, timeout: float = 30.0) -> None:
-    """Produce one message and wait until the broker acknowledged it; raise Transient if not."""
-    errors: list[KafkaError] = []
-
-    def on_delivery(err: KafkaError | None, _msg: Any) -> None:
-        if err is not None:
-            errors.append(err)
-
-    producer.produce(topic, key=key, value=value, headers=None if headers is None else list(headers),
-                     on_delivery=on_delivery)
-    if producer.flush(timeout) != 0:
-        raise Transient(f"kafka did not acknowledge a message to {topic} within {timeout}s")
-    if errors:
-        raise Transient(f"kafka rejected a message to {topic}: {errors[0]}")
-
-
-class DeliveryTracker:
-    """Produces asynchronously and, on `flush`, waits for every acknowledgement since the last
-    flush; raises Transient if any message was not acknowledged (the caller must not commit)."""
-
-    def __init__(self, producer: Producer, timeout: float = 60.0) -> None:
-        self.producer = producer
-        self.timeout = timeout
-        self._errors: list[KafkaError] = []
-
-    def _on_delivery(self, err: KafkaError | None, _msg: Any) -> None:
-        if err is not None:
-            self._errors.append(err)
-
-    def produce(self, topic: str, key: bytes | None, value: bytes,
-                headers: list[tuple[str, bytes]] | None = None) -> None:
-        while True:
-            try:
-                self.producer.produce(topic, key=key, value=value, headers=None if headers is None else list(headers),
-                                      on_delivery=self._on_delivery)
-                return
-            except BufferError:  # local queue full: let deliveries drain, then retry
-                self.producer.poll(0.5)
-
-    def flush(self) -> None:
-        pending = self.producer.flush(self.timeout)
-        errors, self._errors = self._errors, []
-        if pending:
-            raise Transient(f"kafka did not acknowledge {pending} message(s) within {self.timeout}s")
-        if errors:
-            raise Transient(f"kafka rejected {len(errors)} message(s): {errors[0]}")
+    """Produce one message and wait until the broker acknowledged it; raise Transient if not
+    (`messaging.send_and_wait`, the one produce-and-wait implementation)."""
+    send_and_wait(producer, topic, key, value, headers, timeout, bus="kafka")
 
 
 REBALANCED = (KafkaError._ASSIGNMENT_LOST, KafkaError.REBALANCE_IN_PROGRESS, KafkaError.ILLEGAL_GENERATION,
@@ -138,7 +98,7 @@ REBALANCED = (KafkaError._ASSIGNMENT_LOST, KafkaError.REBALANCE_IN_PROGRESS, Kaf
 """Commit failures that mean "the group moved these partitions meanwhile", not a broken consumer."""
 
 
-def commit_sync(consumer: Consumer, message: Message | None = None) -> bool:
+def commit_sync(consumer: messaging.Consumer, message: messaging.Message | None = None) -> bool:
     """Commit synchronously (the consumer's positions, or just past `message`); False if the
     group took the partitions away meanwhile (a rebalance raced the commit, or this member was
     paused past its session timeout). Then the commit is lost, not the work: the new owner
@@ -154,3 +114,13 @@ def commit_sync(consumer: Consumer, message: Message | None = None) -> bool:
             raise
         return False
     return True
+
+
+def consumer_lag(consumer: Consumer) -> int:
+    """Messages on the partitions assigned to `consumer` past its positions (for the lag gauge)."""
+    assigned: list[TopicPartition] = consumer.assignment()
+    lag = 0
+    for tp in consumer.position(assigned) if assigned else []:
+        low, high = consumer.get_watermark_offsets(tp, timeout=2, cached=False)
+        lag += max(0, high - (tp.offset if tp.offset >= 0 else low))
+    return lag

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 DOCUMENTS = "manifold.documents"
 STAGE_PARSED = "manifold.stage.parsed"
 STAGE_CHUNKED = "manifold.stage.chunked"
@@ -13,8 +15,36 @@ DLQ = "manifold.dlq"
 # (compacted, 1 partition) by the `dlq` tool only, so deliberately not in PIPELINE_TOPICS.
 DLQ_ACTIONS = "manifold.dlq.actions"
 
-STAGE_SOURCES = {"parse": DOCUMENTS, "chunk": STAGE_PARSED, "embed": STAGE_CHUNKED, "extract": STAGE_EMBEDDED,
-                 "load": STAGE_EXTRACTED, "publish": PUBLISH}
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage's place in the pipeline: the consumer group `manifold.<role>` reads `source`
+    and writes its results to `sink` (None: the last stage)."""
+
+    role: str
+    source: str
+    sink: str | None
+
+    @property
+    def group(self) -> str:
+        return f"manifold.{self.role}"
+
+
+TOPOLOGY: tuple[Stage, ...] = (
+    Stage("parse", DOCUMENTS, STAGE_PARSED),  # a DocumentDeleted is forwarded to PUBLISH instead
+    Stage("chunk", STAGE_PARSED, STAGE_CHUNKED),
+    Stage("embed", STAGE_CHUNKED, STAGE_EMBEDDED),
+    Stage("extract", STAGE_EMBEDDED, STAGE_EXTRACTED),
+    Stage("load", STAGE_EXTRACTED, PUBLISH),
+    Stage("publish", PUBLISH, None),
+)
+"""The stage topology, in pipeline order: the one place that says which role reads and writes
+which topic (workers, the embedded pipeline, the DLQ tools and the benchmarks read it here)."""
+
+STAGES: dict[str, Stage] = {s.role: s for s in TOPOLOGY}
+
+STAGE_SOURCES = {s.role: s.source for s in TOPOLOGY}
 """Each stage's source topic: the only topic a dead letter of that stage names, and so the only
 topic the `dlq` tools (and the embedded profile's redelivery) replay it to."""
 

@@ -27,6 +27,7 @@ import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -34,15 +35,14 @@ from manifold.ingest import ROLES, pipeline
 from manifold.ingest.reconciler import ReconcilePorts
 from manifold.ingest.runner import RetryPolicy, StageRunner
 from manifold.shared import topics
-from manifold.shared.bus import Bus, BusConsumer, BusProducer, read_all
+from manifold.shared.bus import Bus, BusConsumer, BusProducer, lag, read_all
 from manifold.shared.config import ManifoldSettings
 
 log = logging.getLogger(__name__)
 
 _OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
-SOURCES = {"parse": topics.DOCUMENTS, "chunk": topics.STAGE_PARSED, "embed": topics.STAGE_CHUNKED,
-           "extract": topics.STAGE_EMBEDDED, "load": topics.STAGE_EXTRACTED, "publish": topics.PUBLISH}
+SOURCES = topics.STAGE_SOURCES  # role -> source topic (declared once, in shared/topics.py)
 """Each role's source topic (as in `workers.stage_specs`): what `pending` counts."""
 
 
@@ -234,9 +234,11 @@ class EmbeddedPipeline:
         retry = RetryPolicy(ing.max_attempts, ing.retry_initial_s, ing.retry_max_s)
         self.runners: dict[str, StageRunner[Any, Any]] = {}
         for role in ROLES:
-            consumer = BusConsumer(bus, f"manifold.{role}")
-            consumer.subscribe([specs[role].source])
-            self.runners[role] = StageRunner(specs[role], consumer, BusProducer(bus), retry, policy)  # type: ignore[arg-type]  # Bus* imitate confluent_kafka
+            stage = topics.STAGES[role]
+            consumer = BusConsumer(bus, stage.group)
+            consumer.subscribe([stage.source])
+            self.runners[role] = StageRunner(specs[role], consumer, BusProducer(bus), retry, policy,
+                                             lag=partial(lag, bus, stage.group, stage.source))
 
     def drain(self, progress: Callable[[str, int], None] = lambda _s, _n: None,
               max_passes: int = 100_000) -> DrainReport:

@@ -28,10 +28,10 @@ from typing import Any
 import numpy as np
 
 from manifold.shared.artifacts import (
+    BusinessRecord,
     Entity,
     ExtractedDocument,
     Provenance,
-    Record,
     RecordLine,
     Relation,
     ReviewItem,
@@ -239,7 +239,7 @@ def _section_pair(s: Section) -> tuple[str, str]:
     return s.section_id, section_hash(s.ordinal, s.title, s.path)
 
 
-def _record_pair(r: Record) -> tuple[str, str]:
+def _record_pair(r: BusinessRecord) -> tuple[str, str]:
     return r.record_id, record_hash(
         record_type=r.record_type, number=r.number, counterparty_id=r.counterparty_id,
         counterparty_name=r.counterparty_name, issued_on=r.issued_on, currency=r.currency,

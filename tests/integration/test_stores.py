@@ -24,12 +24,12 @@ from psycopg.conninfo import make_conninfo
 
 from manifold.ingest.load import expected_manifests, handle
 from manifold.shared.artifacts import (
+    BusinessRecord,
     Chunk,
     DocRef,
     Entity,
     ExtractedDocument,
     Provenance,
-    Record,
     RecordLine,
     Relation,
     ReviewItem,
@@ -73,7 +73,7 @@ def build_doc(tenant: str, document_id: str = "contract-7", version: int = 1, co
               for i, t in enumerate(texts)]
     prov = Provenance(document_id=document_id, version=version, chunk_id=chunks[0].chunk_id,
                       extraction_version="extract-1")
-    record = Record(
+    record = BusinessRecord(
         record_id=child_id("rec", scope, 0), record_type="invoice", number="INV-2026-0148",
         counterparty_id="SUP-9", counterparty_name="Beta GmbH", issued_on=date(2026, 3, 31), currency="EUR",
         status="open", total=Decimal("31.00"),

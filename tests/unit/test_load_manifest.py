@@ -13,13 +13,13 @@ from factories import pipeline_versions
 
 from manifold.ingest.load import expected_manifests, handle, handle_batch
 from manifold.shared.artifacts import (
+    BusinessRecord,
     Chunk,
     DocRef,
     Entity,
     ExtractedDocument,
     LoadNotice,
     Provenance,
-    Record,
     RecordLine,
     Relation,
     ReviewItem,
@@ -57,7 +57,7 @@ def build_doc(tenant: str = "acme", document_id: str = "contract-7", version: in
     prov = Provenance(document_id=document_id, version=version, chunk_id=chunks[0].chunk_id,
                       extraction_version="extract-1")
     record_id = child_id("rec", scope, 0)
-    record = Record(
+    record = BusinessRecord(
         record_id=record_id, record_type="invoice", number="INV-2026-0148", counterparty_id="SUP-9",
         counterparty_name="Beta GmbH", issued_on=date(2026, 3, 31), currency="EUR", status="open",
         total=Decimal("31.00"),

@@ -56,3 +56,25 @@ def test_importing_the_package_connects_to_nothing() -> None:
 def test_unknown_stack_service_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert manifold_main(["stack", "status", "redis"]) == 2
     assert "unknown service(s) ['redis']" in capsys.readouterr().err
+
+
+def test_a_built_wheel_ships_the_package_data(tmp_path: Path) -> None:
+    """A non-editable install has the migrations and the classifier data, not only the modules."""
+    import shutil
+    import zipfile
+
+    source = tmp_path / "src"
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(".venv", ".git", "bench", "tests", "build",
+                                                                 "*.egg-info", "__pycache__"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+         "--wheel-dir", str(tmp_path / "dist"), str(source)],
+        capture_output=True, text=True, timeout=240,
+    )
+    assert proc.returncode == 0, proc.stderr
+    wheel = next((tmp_path / "dist").glob("manifold-*.whl"))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    shipped = sorted(n.rsplit("/", 1)[1] for n in names if n.startswith("manifold/shared/stores/migrations/"))
+    expected = sorted(p.name for p in (REPO / "shared" / "stores" / "migrations").glob("*.sql"))
+    assert shipped == expected and expected
+    assert any(n.startswith("manifold/query/data/") and n.endswith(".jsonl") for n in names)

@@ -230,18 +230,18 @@ def test_worker_loop_survives_an_exception_from_one_message(monkeypatch) -> None
             self.committed: list[int] = []
 
         def subscribe(self, _topics): pass
-        def poll(self, _timeout):
+        def consume(self, num_messages, timeout):
             if not self.queue:
                 stop.set()
-                return None
-            return self.queue.pop(0)
+                return []
+            return [self.queue.pop(0)]
         def commit(self, message, asynchronous): self.committed.append(message.offset())
         def close(self): pass
 
     sent: list[tuple[str, bytes]] = []
 
     class Producer:
-        def produce(self, topic, key, value, on_delivery):
+        def produce(self, topic, key, value, headers, on_delivery):
             sent.append((topic, value))
             on_delivery(None, None)
         def flush(self, _t=None): return 0

@@ -282,6 +282,49 @@ def test_unknown_named_entity_is_unresolved() -> None:
     assert any(rule.endswith(":unresolved") for rule in result.rules_fired)
 
 
+TRADE_CATALOG = [
+    _entry("supplier", "ent_bs", "Brambleton Supply AB", key="brambleton supply"),
+    _entry("supplier", "ent_qt", "Quillfeather Trading Ltd", key="quillfeather trading"),
+    _entry("supplier", "ent_ol", "Osprey Lab Supplies Oy", key="osprey lab supplies"),
+    _entry("supplier", "ent_hi", "Harrowgate Industrial Systems", key="harrowgate industrial systems"),
+    _entry("supplier", "ent_gs", "General Supplies Ltd", key="general supplies"),
+    _entry("product_group", "ent_gw", "Welding Supplies"),
+    _entry("product", "ent_kx", "brass elbow", key="KX-4410"),
+]
+
+
+def trade(question: str) -> Route:
+    return route(question, TRADE_CATALOG, as_of=AS_OF)
+
+
+@pytest.mark.parametrize("question", [
+    "Which suppliers supply KX-4410?",
+    "Which suppliers supplies KX-4410?",
+    "Which supplier supplied KX-4410?",
+    "Who supplies KX-4410?",
+    "Which vendors trading in KX-4410 do we use?",
+    "Which suppliers provide systems and services for KX-4410?",
+])
+def test_a_verb_or_trade_word_of_the_question_names_no_organisation(question: str) -> None:
+    result = trade(question)
+    assert resolved(result) == {"KX-4410": "ent_kx"}
+    assert not result.needs_clarification
+
+
+@pytest.mark.parametrize(("question", "text", "entity"), [
+    ("What did we spend with Brambleton?", "Brambleton", "ent_bs"),
+    ("Who does Brambleton Supply supply?", "Brambleton Supply", "ent_bs"),
+    ("What did we buy from Quillfeather Trading?", "Quillfeather Trading", "ent_qt"),
+    ("What did Osprey Lab supply last year?", "Osprey Lab", "ent_ol"),
+    ("Total spend with Harrowgate Industrial Systems", "Harrowgate Industrial Systems", "ent_hi"),
+    ("Total spend with General Supplies", "General Supplies", "ent_gs"),
+    ("Which suppliers supply welding supplies?", "welding supplies", "ent_gw"),
+])
+def test_names_with_trade_words_still_resolve_by_their_distinctive_part(question: str, text: str,
+                                                                       entity: str) -> None:
+    assert resolved(trade(question)) == {text: entity}
+
+
 # ---- clarification ------------------------------------------------------------------------------
 
 def test_apply_choice_by_id_key_or_fuzzy_name() -> None:

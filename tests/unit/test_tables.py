@@ -1,4 +1,4 @@
-"""Structured records from tables: exact Decimals, column mapping, validation into review."""
+"""Structured business records from tables: exact Decimals, column mapping, validation into review."""
 
 from __future__ import annotations
 
@@ -7,17 +7,10 @@ from decimal import Decimal
 
 import pytest
 
-from manifold.ingest.records import (
-    CANONICAL_FIELDS,
-    SYNONYMS,
-    build_record,
-    map_header,
-    parse_date,
-    parse_decimal,
-    parse_money,
-    records_from_table,
-    resolve_currency,
-)
+from manifold.ingest.tables.headers import CANONICAL_FIELDS, SYNONYMS, map_header
+from manifold.ingest.tables.parsed import build_record
+from manifold.ingest.tables.reader import records_from_table
+from manifold.ingest.tables.values import parse_date, parse_decimal, parse_money, resolve_currency
 from manifold.shared.artifacts import Provenance
 
 HEADER = ["Invoice No", "Supplier", "Date", "Currency", "Line", "SKU", "Description", "Qty", "Unit Price", "Line Total",
@@ -302,7 +295,7 @@ def test_catalog_rows() -> None:
     assert "conflicts with row 3" in result.issues[0].reason
 
 
-# ---- Record artifact -------------------------------------------------------------------------
+# ---- BusinessRecord artifact----------------------------------------------------------------------
 
 
 def test_build_record_keeps_decimals_and_unmapped_columns() -> None:
@@ -330,7 +323,7 @@ def test_arithmetic_never_rounds() -> None:
 
 
 def test_docstring_table_lists_exactly_the_synonyms() -> None:
-    import manifold.ingest.records as module
+    import manifold.ingest.tables.headers as module
 
     documented: dict[str, str] = {}
     for row in (module.__doc__ or "").splitlines():
