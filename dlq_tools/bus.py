@@ -226,7 +226,7 @@ def replay(entries: Sequence[Entry], producer: Producer, log: ActionLog, make_ac
 
 
 def make_producer(bootstrap: str) -> Producer:
-    return KafkaProducer({**producer_config(bootstrap, "manifold-dlq"), **_QUIET})
+    return KafkaProducer({**producer_config(bootstrap, "manifold-dlq"), **_QUIET})  # type: ignore[return-value]  # confluent_kafka's stubs: invariant list headers, overloaded commit vs the bus port
 
 
 class DlqBus(Protocol):

@@ -274,8 +274,8 @@ def run(settings: ManifoldSettings, roles: Sequence[str], stop: threading.Event)
         consumer = Consumer(consumer_config(bootstrap, topics.STAGES[role].group, f"manifold-{role}-{os.getpid()}"))
         runner = StageRunner(
             specs[role],
-            consumer,
-            Producer(producer_config(bootstrap, f"manifold-{role}-{os.getpid()}")),
+            consumer,  # type: ignore[arg-type]  # confluent_kafka's stubs: invariant list headers, overloaded commit vs the bus port
+            Producer(producer_config(bootstrap, f"manifold-{role}-{os.getpid()}")),  # type: ignore[arg-type]  # as above
             retry,
             batch,
             lag=lambda: consumer_lag(consumer),

@@ -297,8 +297,8 @@ def serve(settings: ManifoldSettings, stop: threading.Event, answerer: Answerer,
     def work(n: int) -> None:
         client_id = f"manifold-query-{os.getpid()}-{n}"
         worker = QueryWorker(settings, answerer,
-                             KafkaConsumer(consumer_config(settings.kafka.bootstrap_servers, group_id, client_id)),
-                             _producer(settings, client_id), verifier)
+                             KafkaConsumer(consumer_config(settings.kafka.bootstrap_servers, group_id, client_id)),  # type: ignore[arg-type]  # confluent_kafka's stubs: invariant list headers, overloaded commit vs the bus port
+                             _producer(settings, client_id), verifier)  # type: ignore[arg-type]  # as above
         try:
             worker.run(stop)
         except BaseException as err:  # a worker stops only on an unrecoverable fault

@@ -90,7 +90,7 @@ def send_sync(producer: Producer, topic: str, key: bytes | None, value: bytes,
               headers: list[tuple[str, bytes]] | None = None, timeout: float = 30.0) -> None:
     """Produce one message and wait until the broker acknowledged it; raise Transient if not
     (`messaging.send_and_wait`, the one produce-and-wait implementation)."""
-    send_and_wait(producer, topic, key, value, headers, timeout, bus="kafka")
+    send_and_wait(producer, topic, key, value, headers, timeout, bus="kafka")  # type: ignore[arg-type]  # confluent_kafka's stubs: invariant list headers, overloaded commit vs the bus port
 
 
 REBALANCED = (KafkaError._ASSIGNMENT_LOST, KafkaError.REBALANCE_IN_PROGRESS, KafkaError.ILLEGAL_GENERATION,

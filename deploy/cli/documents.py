@@ -56,7 +56,7 @@ def _ingest(args: argparse.Namespace) -> int:
     client = upstream_client(settings)
     with tqdm(total=count_files(paths), unit="file", desc="publishing", file=sys.stderr,
               disable=args.quiet) as bar:
-        report = client.publish_paths(args.tenant, paths, progress=lambda _: bar.update(1))
+        report = client.publish_paths(args.tenant, paths, progress=lambda _: None if bar.update(1) else None)
     print(f"published {len(report.published)}, unchanged {len(report.unchanged)}, "
           f"rejected {len(report.rejected)}")
     for path, reason in report.rejected:

@@ -48,7 +48,7 @@ def _embeddings(args: argparse.Namespace) -> int:
             for t in tenants:
                 with tqdm(unit="chunk", desc=f"{args.config} {t}", file=sys.stderr, disable=args.json) as bar:
                     embedded[t] = em.backfill(store, embedders, args.config, t, batch_size=args.batch_size,
-                                              progress=bar.update, on_total=lambda n, b=bar: b.reset(total=n))
+                                              progress=bar.update, on_total=bar.reset)
             out = {"config": args.config, "embedded": embedded}
             if not args.json:
                 print(f"{args.config}: embedded {sum(embedded.values())} chunk(s) over {len(embedded)} tenant(s)")
@@ -63,11 +63,11 @@ def _embeddings(args: argparse.Namespace) -> int:
                           f"orphaned {r.orphaned} checksum {r.checksum}")
                 print(f"{args.config}: {'verified' if ok else 'NOT verified'}")
         elif args.action == "activate":
-            reports = em.activate(store, embedders, args.config, tenants)
-            out = {"config": args.config, "activated": sorted(reports),
-                   "tenants": {t: r.to_json() for t, r in reports.items()}}
+            activated = em.activate(store, embedders, args.config, tenants)
+            out = {"config": args.config, "activated": sorted(activated),
+                   "tenants": {t: r.to_json() for t, r in activated.items()}}
             if not args.json:
-                print(f"{args.config}: active for {len(reports)} tenant(s)")
+                print(f"{args.config}: active for {len(activated)} tenant(s)")
         else:
             deleted = em.retire(store, args.config, tenants)
             out = {"config": args.config, "deleted": deleted}

@@ -88,9 +88,9 @@ def _run_with_query(settings, ingest_roles: list[str], stop, *, threads: int) ->
             answerer.close()
         if ingest is not None:
             ingest.join()
-    for err in failures:
-        print(f"manifold workers: {err}", file=sys.stderr)
-        code = code or (2 if isinstance(err, (ValueError, workers.SchemaNotReady)) else 1)
+    for failure in failures:
+        print(f"manifold workers: {failure}", file=sys.stderr)
+        code = code or (2 if isinstance(failure, (ValueError, workers.SchemaNotReady)) else 1)
     return code
 
 

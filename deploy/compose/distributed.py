@@ -30,7 +30,7 @@ def upstream_client(settings: ManifoldSettings, client_id: str = "manifold-inges
     ensure_topics(settings.kafka.bootstrap_servers, topics.PIPELINE_TOPICS, topics.DEFAULT_PARTITIONS,
                   pipeline_topic_configs(settings.kafka))
     return UpstreamClient(
-        producer=Producer(producer_config(settings.kafka.bootstrap_servers, client_id)),
+        producer=Producer(producer_config(settings.kafka.bootstrap_servers, client_id)),  # type: ignore[arg-type]  # confluent_kafka's stubs: invariant list headers, overloaded commit vs the bus port
         ledger=PostgresVersionLedger(settings.postgres.ingest_conninfo()),
         staging=PostgresStagingStore.from_settings(settings),
         max_document_bytes=settings.ingest.max_document_bytes,

@@ -195,7 +195,7 @@ def upstream_client(settings: ManifoldSettings, bus: Bus) -> Any:
     from manifold.shared.stores.ledger import PostgresVersionLedger
     from manifold.shared.stores.postgres import PostgresStagingStore
 
-    return UpstreamClient(producer=BusProducer(bus),  # type: ignore[arg-type]  # shaped like confluent_kafka.Producer
+    return UpstreamClient(producer=BusProducer(bus),
                           ledger=PostgresVersionLedger(settings.postgres.ingest_conninfo()),
                           staging=PostgresStagingStore.from_settings(settings),
                           max_document_bytes=settings.ingest.max_document_bytes,
@@ -253,7 +253,7 @@ class EmbeddedPipeline:
                 moved = 0
                 for role, runner in self.runners.items():
                     while msgs := runner.consumer.consume(num_messages=self.batch, timeout=0):
-                        runner.process_batch(msgs)
+                        runner.process_batch(list(msgs))
                         report.processed[role] += len(msgs)
                         moved += len(msgs)
                         progress(role, len(msgs))

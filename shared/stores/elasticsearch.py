@@ -340,7 +340,8 @@ class ElasticsearchTextIndex:
             res = self._es.search(
                 index=self._index, query=query, size=self._page_size,
                 sort=[{"doc_version": "asc"}, {"chunk_id": "asc"}],
-                source=["chunk_id", "content_sha256", "doc_version"], track_total_hits=False,
+                source=["chunk_id", "content_sha256", "doc_version"],  # type: ignore[arg-type]  # a field list is valid; the stub says bool or mapping
+                track_total_hits=False,
                 **({"search_after": after} if after is not None else
                    {"aggs": {"n": {"terms": {"field": "doc_version", "size": len(names)}}}}),
             )
