@@ -5,7 +5,7 @@ by `bench/bulk_load.py` — the stage handlers in-process, reused across runs):
 
 1. **Per route.** A query worker (`query.worker.serve(settings, stop, build_answerer(settings))`,
    a background thread of this process, on topics unique to this run) answers requests sent
-   with `query.client.QueryClient`. Each operator route is an explicit one-step plan (so it
+   with `query.request_client.QueryClient`. Each operator route is an explicit one-step plan (so it
    exercises exactly that executor); each request is paired, in the same iteration, with the
    RAW store call of the same operation — the same ES query body / SQL / Cypher the executor
    sends, issued directly with the store client and timed around the client call only:
@@ -137,9 +137,9 @@ class Bench:
         import neo4j
         from elasticsearch import Elasticsearch
 
-        from manifold.query.client import QueryClient, mint_dev_token
         from manifold.query.composition import build_answerer
         from manifold.query.executors.vector import VectorExecutor
+        from manifold.query.request_client import QueryClient, mint_dev_token
         from manifold.query.worker import serve
         from manifold.shared.embedding import SentenceTransformerEmbedder
         from manifold.shared.stores.postgres import TenantConnections
@@ -215,7 +215,7 @@ class Bench:
         return self._ask(question=question)
 
     def _ask(self, **kwargs: Any) -> tuple[float, Any]:
-        from manifold.query.client import QueryTimeout
+        from manifold.query.request_client import QueryTimeout
 
         t = time.perf_counter()
         try:
@@ -629,7 +629,7 @@ def main() -> None:
         "load": load_report or (json.loads(args.load_report.read_text()) if args.load_report else None),
         "load_span_from_manifest": load_span(settings, tenant),
         "transport": {"kafka": settings.kafka.bootstrap_servers, "worker": "query.worker.serve, 1 consumer thread, "
-                      "in-process background thread", "client": "query.client.QueryClient (one request at a time)",
+                      "in-process background thread", "client": "query.request_client.QueryClient (one request at a time)",
                       "topics": {"request": bench.settings.query.request_topic,
                                  "reply": bench.settings.query.reply_topic}},
         "method": {

@@ -124,7 +124,7 @@ class QueryTraffic:
         self._thread.join(60)
 
     def _client(self, tenant: str) -> Any:
-        from manifold.query.client import QueryClient, mint_dev_token
+        from manifold.query.request_client import QueryClient, mint_dev_token
 
         # tokens live `query.token_ttl_s` (15 min by default) and a run under faults lasts longer:
         # re-mint at half-life, as a real long-running client would, or every later query is refused
@@ -139,7 +139,7 @@ class QueryTraffic:
 
     def _run(self) -> None:
         from manifold.ingest.sample_world import AS_OF
-        from manifold.query.client import QueryTimeout
+        from manifold.query.request_client import QueryTimeout
 
         as_of = datetime.combine(AS_OF, datetime.min.time(), UTC)
         i = 0

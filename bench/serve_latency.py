@@ -82,8 +82,8 @@ def main() -> None:
     from manifold.deploy.serve.backend import GatewayBackend
     from manifold.deploy.serve.run import build, in_thread
     from manifold.ingest.sample_world import AS_OF
-    from manifold.query.client import QueryClient, mint_dev_token
     from manifold.query.composition import build_answerer
+    from manifold.query.request_client import QueryClient, mint_dev_token
     from manifold.query.worker import serve
     from manifold.shared.config import IngestSettings, ManifoldSettings, ServerSettings
 

@@ -28,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
-    from manifold.dlq_tools.bus import DlqBus
+    from manifold.dlq_tools.dlq_bus import DlqBus
 from manifold.dlq_tools.records import (
     DlqAction,
     Entry,
@@ -152,7 +152,7 @@ class Context:
 def dlq_bus(settings: Any) -> DlqBus:
     """The bus of the configured profile: Kafka (distributed) or the PostgreSQL bus (embedded).
     Nothing connects here; the first read or write does."""
-    from manifold.dlq_tools.bus import EmbeddedDlqBus, KafkaDlqBus
+    from manifold.dlq_tools.dlq_bus import EmbeddedDlqBus, KafkaDlqBus
 
     if settings.profile == "embedded":
         from manifold.shared.stores.pg_bus import PostgresBus
@@ -182,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return USAGE
-    from manifold.dlq_tools.bus import BusError
+    from manifold.dlq_tools.dlq_bus import BusError
     from manifold.shared import topics
     from manifold.shared.config import ManifoldSettings
 
@@ -294,7 +294,7 @@ def _cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
               f"{', '.join(sorted({e.letter.source_topic for e in todo if e.letter}))}; nothing produced",
               file=ctx.err)
         return OK
-    from manifold.dlq_tools import bus
+    from manifold.dlq_tools import dlq_bus as bus
 
     present = ctx.bus.existing_topics()
     missing = [e for e in todo if e.letter and e.letter.source_topic not in present]
@@ -346,7 +346,7 @@ def _cmd_purge(args: argparse.Namespace, ctx: Context) -> int:
         if answer != str(len(todo)):
             print("aborted; nothing purged", file=ctx.err)
             return NOTHING
-    from manifold.dlq_tools import bus
+    from manifold.dlq_tools import dlq_bus as bus
 
     ctx.bus.ensure_actions_topic(ctx.actions_topic)
     bus.ActionLog(ctx.bus.producer(), ctx.actions_topic).append([ctx.action(e, "purged") for e in todo])

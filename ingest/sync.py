@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from manifold.ingest.client import PublishReport
+from manifold.ingest.upstream import PublishReport
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ so operators can filter without decoding the body.
 source topic of its `stage` (`topics.STAGE_SOURCES`), else None. A forged record naming the reply
 topic, `manifold.publish` for a parse failure, or any other topic is therefore never replayed
 (issue 13, finding 5): the `dlq` tools treat it as not a dead letter, and both replay paths
-(`dlq_tools.bus.replay`, `shared.bus.redeliver`) check it again.
+(`dlq_tools.dlq_bus.replay`, `shared.log_bus.redeliver`) check it again.
 """
 
 from __future__ import annotations

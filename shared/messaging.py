@@ -3,7 +3,7 @@ from a consumer and a producer, and the one way to produce and wait for acknowle
 
 Two adapters implement `Consumer` / `Producer` / `Message`: confluent-kafka's own classes
 (configured by `shared/kafka.py`) and the embedded profile's `BusConsumer` / `BusProducer`
-(`shared/bus.py`, over `PostgresBus` or `InMemoryBus`). The protocols are the narrow subset of
+(`shared/log_bus.py`, over `PostgresBus` or `InMemoryBus`). The protocols are the narrow subset of
 confluent-kafka's interface that those callers use, so the Kafka adapter is the library itself
 and nothing above this module imports confluent-kafka's classes for typing.
 

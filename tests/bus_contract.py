@@ -1,4 +1,4 @@
-"""The `Bus` contract suite (shared/bus.py): every adapter must pass it.
+"""The `Bus` contract suite (shared/log_bus.py): every adapter must pass it.
 
 A subclass provides the fixture `make_bus`: a callable returning a NEW bus instance over the same
 storage each time (so durability across instances is part of the contract), with 4 partitions.
@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from manifold.shared.bus import BusConsumer, BusProducer, Record, lag, partition_for, read_all, seek
+from manifold.shared.log_bus import BusConsumer, BusProducer, Record, lag, partition_for, read_all, seek
 
 
 class BusContract:

@@ -56,7 +56,7 @@ def _ask(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from manifold.query.client import QueryClient, QueryTimeout, mint_dev_token
+    from manifold.query.request_client import QueryClient, QueryTimeout, mint_dev_token
     from manifold.shared.config import ManifoldSettings
     from manifold.shared.errors import Transient
 

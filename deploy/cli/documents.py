@@ -44,7 +44,7 @@ def _ingest(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from manifold.deploy.compose.distributed import upstream_client
-    from manifold.ingest.client import count_files
+    from manifold.ingest.upstream import count_files
     from manifold.shared.config import ManifoldSettings
 
     settings = ManifoldSettings()
@@ -141,7 +141,7 @@ def _ingest_embedded(args: argparse.Namespace, settings: Any) -> int:
     from tqdm import tqdm
 
     from manifold.deploy.compose.embedded import drive, open_bus, prepare, upstream_client
-    from manifold.ingest.client import count_files
+    from manifold.ingest.upstream import count_files
     from manifold.shared.errors import Transient
 
     prepare(settings, args.quiet)

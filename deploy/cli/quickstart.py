@@ -169,7 +169,7 @@ def ingest_world(settings: ManifoldSettings, tenants: dict[str, str], *, quiet: 
 
     from manifold.deploy.compose.embedded import drive, lifecycle_ports, open_bus, upstream_client
     from manifold.ingest import sample_world
-    from manifold.ingest.client import count_files
+    from manifold.ingest.upstream import count_files
 
     root = settings.embedded.dir.resolve() / "sample"
     written = sample_world.write_world(root)

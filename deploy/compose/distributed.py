@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from manifold.ingest.client import UpstreamClient
 from manifold.ingest.erasure import PurgePorts
+from manifold.ingest.upstream import UpstreamClient
 from manifold.shared.config import ManifoldSettings
 
 

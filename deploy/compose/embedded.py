@@ -35,8 +35,8 @@ from manifold.ingest import ROLES, pipeline
 from manifold.ingest.reconciler import ReconcilePorts
 from manifold.ingest.runner import RetryPolicy, StageRunner
 from manifold.shared import topics
-from manifold.shared.bus import Bus, BusConsumer, BusProducer, lag, read_all
 from manifold.shared.config import ManifoldSettings
+from manifold.shared.log_bus import Bus, BusConsumer, BusProducer, lag, read_all
 
 log = logging.getLogger(__name__)
 
@@ -190,7 +190,7 @@ def open_bus(settings: ManifoldSettings) -> Bus:
 
 def upstream_client(settings: ManifoldSettings, bus: Bus) -> Any:
     """The same `UpstreamClient` as the distributed CLI, producing onto the embedded bus."""
-    from manifold.ingest.client import UpstreamClient
+    from manifold.ingest.upstream import UpstreamClient
     from manifold.shared.envelope_auth import signer_from_settings
     from manifold.shared.stores.ledger import PostgresVersionLedger
     from manifold.shared.stores.postgres import PostgresStagingStore
@@ -307,7 +307,7 @@ def prepare(settings: ManifoldSettings, quiet: bool = False) -> None:
 
 def pending(settings: ManifoldSettings, bus: Any) -> int:
     """Messages some stage (or the publisher) has not committed yet."""
-    from manifold.shared.bus import lag
+    from manifold.shared.log_bus import lag
 
     return sum(lag(bus, f"manifold.{role}", topic) for role, topic in SOURCES.items())
 

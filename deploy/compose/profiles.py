@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from manifold.ingest.reconciler import ReconcilePorts
-from manifold.shared.bus import Bus
 from manifold.shared.config import ManifoldSettings
+from manifold.shared.log_bus import Bus
 
 
 def lifecycle_ports(settings: ManifoldSettings) -> ReconcilePorts:

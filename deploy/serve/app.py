@@ -190,7 +190,7 @@ def create_app(settings: ManifoldSettings, backend: Backend, verifier: TokenVeri
                             deadline=datetime.now(UTC) + timedelta(milliseconds=ms), **fields)
 
     def _answer(request: QueryRequest, auth: tuple[Principal, str]) -> QueryReply:
-        from manifold.query.client import QueryTimeout
+        from manifold.query.request_client import QueryTimeout
 
         try:
             return backend.answer(request, auth[0], auth[1])

@@ -109,7 +109,7 @@ class GatewayBackend:
         self._upstream: Any = None
 
     def answer(self, request: QueryRequest, principal: Principal, token: str) -> QueryReply:
-        from manifold.query.client import QueryClient
+        from manifold.query.request_client import QueryClient
 
         with self._slots:  # at most `gateway_clients` requests in flight; others wait their turn
             try:

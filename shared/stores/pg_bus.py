@@ -2,7 +2,7 @@
 
 `bus_messages(topic, partition, offset, key, value, headers, ts)` is the log;
 `bus_offsets(group_id, topic, partition, offset)` holds each consumer group's committed position
-(the next offset to deliver). Guarantees (see `shared/bus.py` for the contract):
+(the next offset to deliver). Guarantees (see `shared/log_bus.py` for the contract):
 - `append` is one transaction: all records or none, durable at commit. Offsets are allocated
   under a transaction-scoped advisory lock per (topic, partition), taken in sorted order (no
   deadlocks), so a partition's offsets are gap-free and become visible in offset order —
@@ -26,9 +26,9 @@ from typing import Any
 import psycopg
 
 from manifold.shared import topics
-from manifold.shared.bus import BusMessage, Record, partition_for
 from manifold.shared.errors import Transient
 from manifold.shared.events import event_key
+from manifold.shared.log_bus import BusMessage, Record, partition_for
 
 _LOCK_SPACE = 0x6D62  # "mb": advisory-lock namespace of the bus (first key of the two-int form)
 _NEXT_OFFSET = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from bus_contract import BusContract
 
-from manifold.shared.bus import InMemoryBus
+from manifold.shared.log_bus import InMemoryBus
 
 
 class TestInMemoryBus(BusContract):
@@ -39,8 +39,8 @@ class TestPostgresBus(BusContract):
         import json
         import uuid
 
-        from manifold.shared.bus import Record
         from manifold.shared.events import event_key
+        from manifold.shared.log_bus import Record
 
         bus = make_bus()
         topic, tenant = f"t-erase-{uuid.uuid4().hex[:8]}", f"erase-{uuid.uuid4().hex[:8]}"

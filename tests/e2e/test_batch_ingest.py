@@ -70,7 +70,7 @@ def _state(settings: ManifoldSettings, tenant: str) -> dict[str, Any]:
 def test_a_mixed_batch_publishes_the_good_and_dead_letters_each_bad_one_with_its_reason(world) -> None:
     from manifold.deploy.compose.embedded import SOURCES
     from manifold.shared import topics
-    from manifold.shared.bus import Record, redeliver
+    from manifold.shared.log_bus import Record, redeliver
 
     settings, bus, ports, pipeline, client = world
     tenant = f"batch-{uuid.uuid4().hex[:8]}"

@@ -18,8 +18,8 @@ from collections.abc import Iterator
 import pytest
 
 from manifold.ingest.sample_world import MONITORING_SPEND_Q1
-from manifold.query.client import QueryClient, mint_dev_token
 from manifold.query.composition import build_answerer
+from manifold.query.request_client import QueryClient, mint_dev_token
 from manifold.query.worker import serve
 from manifold.shared.config import ManifoldSettings
 

@@ -14,7 +14,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from manifold.dlq_tools import cli
-from manifold.dlq_tools.bus import REPLAY_HEADER, read_topic
+from manifold.dlq_tools.dlq_bus import REPLAY_HEADER, read_topic
 from manifold.dlq_tools.records import decode_actions
 from manifold.shared import topics
 from manifold.shared.dlq import DeadLetter, b64

@@ -12,12 +12,12 @@ from datetime import UTC, datetime
 import pytest
 
 from manifold.dlq_tools import cli
-from manifold.dlq_tools.bus import REPLAY_HEADER, EmbeddedDlqBus
+from manifold.dlq_tools.dlq_bus import REPLAY_HEADER, EmbeddedDlqBus
 from manifold.dlq_tools.records import decode_actions
 from manifold.shared import topics
-from manifold.shared.bus import Record, read_all
 from manifold.shared.config import ManifoldSettings
 from manifold.shared.dlq import DeadLetter, b64
+from manifold.shared.log_bus import Record, read_all
 from manifold.shared.stores import pg_schema
 from manifold.shared.stores.pg_bus import PostgresBus
 

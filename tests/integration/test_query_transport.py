@@ -18,7 +18,7 @@ from confluent_kafka import Producer
 
 from manifold.query import protocol
 from manifold.query.auth import mint_token, signing_key
-from manifold.query.client import QueryClient, mint_dev_token
+from manifold.query.request_client import QueryClient, mint_dev_token
 from manifold.query.types import Principal, QueryReply, QueryRequest, Trace
 from manifold.query.worker import serve
 from manifold.shared.config import ManifoldSettings

@@ -17,7 +17,7 @@ from manifold.query.auth import (
     signing_key,
     verify_token,
 )
-from manifold.query.client import mint_dev_token
+from manifold.query.request_client import mint_dev_token
 from manifold.shared.config import DEV_TOKEN_KEY, ManifoldSettings, QuerySettings
 
 KEY = "unit-test-signing-key-0123456789abcdef"

@@ -8,7 +8,9 @@ import pytest
 
 from manifold.ingest.runner import Output, RetryPolicy, StageRunner, StageSpec
 from manifold.shared import topics
-from manifold.shared.bus import (
+from manifold.shared.dlq import DeadLetter
+from manifold.shared.errors import BadInput, Transient
+from manifold.shared.log_bus import (
     BusConsumer,
     BusProducer,
     InMemoryBus,
@@ -19,8 +21,6 @@ from manifold.shared.bus import (
     redeliver,
     seek,
 )
-from manifold.shared.dlq import DeadLetter
-from manifold.shared.errors import BadInput, Transient
 
 
 def test_partition_is_a_stable_hash_of_the_key() -> None:

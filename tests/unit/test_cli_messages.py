@@ -9,7 +9,7 @@ import pytest
 
 from manifold.deploy.cli import main
 from manifold.ingest import ROLES, workers
-from manifold.query.client import QueryTimeout
+from manifold.query.request_client import QueryTimeout
 from manifold.shared.config import ManifoldSettings
 
 pytestmark = pytest.mark.unit
@@ -46,7 +46,7 @@ class _SilentQueryClient:
 
 def test_ask_without_a_query_worker_says_so_and_how_to_start_one(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    import manifold.query.client as query_client
+    import manifold.query.request_client as query_client
 
     monkeypatch.setenv("MANIFOLD_PROFILE", "distributed")
     monkeypatch.setattr(query_client, "QueryClient", _SilentQueryClient)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from manifold.ingest.client import UpstreamClient
+from manifold.ingest.upstream import UpstreamClient
 from manifold.shared import topics
 from manifold.shared.events import MAX_INLINE_BYTES, DocumentDeleted, DocumentUpserted, parse_event
 

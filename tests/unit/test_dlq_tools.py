@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from manifold.dlq_tools import bus
+from manifold.dlq_tools import dlq_bus as bus
 from manifold.dlq_tools.cli import build_parser, main
 from manifold.dlq_tools.records import (
     DlqAction,
@@ -239,7 +239,7 @@ def test_a_forged_source_topic_is_not_a_dead_letter_and_is_never_replayed(target
 
 
 def test_embedded_redelivery_refuses_a_forged_source_topic() -> None:
-    from manifold.shared.bus import InMemoryBus, redeliver
+    from manifold.shared.log_bus import InMemoryBus, redeliver
 
     mem = InMemoryBus()
     forged = letter().model_copy(update={"source_topic": "manifold.query.replies"})

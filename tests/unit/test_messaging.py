@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from manifold.shared.bus import BusProducer, InMemoryBus, read_all
 from manifold.shared.errors import Transient
+from manifold.shared.log_bus import BusProducer, InMemoryBus, read_all
 from manifold.shared.messaging import Deliveries, send_and_wait
 
 

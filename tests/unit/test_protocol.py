@@ -111,7 +111,7 @@ def test_client_gives_up_at_the_deadline_when_the_broker_does_not_acknowledge() 
     30 s default) and then raises QueryTimeout."""
     import threading
 
-    from manifold.query.client import QueryClient, QueryTimeout
+    from manifold.query.request_client import QueryClient, QueryTimeout
     from manifold.shared.config import ManifoldSettings
 
     waited: list[float] = []

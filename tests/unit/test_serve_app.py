@@ -16,7 +16,7 @@ from manifold.deploy.serve.app import create_app
 from manifold.deploy.serve.models import DocumentStatus
 from manifold.deploy.serve.problems import RateLimiter
 from manifold.query.auth import TokenVerifier, mint_token, signing_key
-from manifold.query.client import QueryTimeout
+from manifold.query.request_client import QueryTimeout
 from manifold.query.types import Principal, QueryReply, QueryRequest, Trace
 from manifold.shared.config import ManifoldSettings, QuerySettings, ServerSettings
 from manifold.shared.errors import Transient

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from manifold.ingest import sync
-from manifold.ingest.client import UpstreamClient
+from manifold.ingest.upstream import UpstreamClient
 from manifold.shared.events import DocumentUpserted
 from tests.unit.test_client import FakeLedger, FakeProducer, FakeStaging
 

@@ -32,8 +32,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from manifold.dlq_tools.records import DlqAction, Entry, RawMessage
 from manifold.shared import topics as pipeline_topics
-from manifold.shared.bus import Bus, BusProducer, read_all
 from manifold.shared.kafka import producer_config
+from manifold.shared.log_bus import Bus, BusProducer, read_all
 from manifold.shared.messaging import Deliveries, Producer
 
 REPLAY_HEADER = "x-manifold-replay-of"
