@@ -63,9 +63,15 @@ def test_a_built_wheel_ships_the_package_data(tmp_path: Path) -> None:
     import shutil
     import zipfile
 
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        """Only the sources: no dot-directories (.venv, .git, the local stack's .stack with its
+        sockets, .manifold), no bench/tests/build output, nothing but regular files and folders."""
+        skipped = {n for n in names if n.startswith(".") or n in {"bench", "tests", "build", "__pycache__"}
+                   or n.endswith(".egg-info")}
+        return skipped | {n for n in names if not (Path(folder, n).is_file() or Path(folder, n).is_dir())}
+
     source = tmp_path / "src"
-    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(".venv", ".git", "bench", "tests", "build",
-                                                                 "*.egg-info", "__pycache__"))
+    shutil.copytree(REPO, source, ignore=ignore)
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
          "--wheel-dir", str(tmp_path / "dist"), str(source)],
