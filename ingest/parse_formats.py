@@ -219,10 +219,57 @@ def text_drafts(text: str, *, demote_titles: bool = False) -> list[Draft]:
             else:
                 paragraphs.append(line)
             previous = line
-    joined = "\n".join(paragraphs)
-    with library_errors("text"):
-        elements = partition_text(text=joined, paragraph_grouper=False, languages=[""])
-    return from_unstructured(elements, demote_titles=demote_titles)
+    drafts: list[Draft] = []
+    pending: list[str] = []  # consecutive paragraphs unstructured classifies, in one call
+
+    def classify_pending() -> None:
+        if pending:
+            with library_errors("text"):
+                elements = partition_text(text="\n".join(pending), paragraph_grouper=False, languages=[""])
+            drafts.extend(from_unstructured(elements, demote_titles=demote_titles))
+            pending.clear()
+
+    for paragraph in paragraphs:
+        if _is_prose(paragraph):
+            classify_pending()
+            drafts.append(Draft("NarrativeText", paragraph))
+        else:
+            pending.append(paragraph)
+    classify_pending()
+    return drafts
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
+
+
+def _is_prose(paragraph: str) -> bool:
+    """True for a paragraph that unstructured would call narrative text whatever its sentence
+    splitter says: no bullet, numbering, e-mail or address shape; at least two sentences of three
+    or more words; mostly letters; at most half its words capitalised.
+
+    unstructured decides narrative text with a spaCy pipeline run per paragraph (sentence count,
+    part-of-speech tags), which was 90 % of parse time on abstracts. Its capitalisation and verb
+    checks apply only to text of one sentence, so a paragraph of several ordinary sentences is
+    narrative under its rules; such paragraphs are classified here and everything else (headings,
+    short lines, list items, shouting text) still goes through unstructured."""
+    from unstructured.partition.text_type import (
+        is_bulleted_text,
+        is_email_address,
+        is_possible_numbered_list,
+        is_us_city_state_zip,
+        under_non_alpha_ratio,
+    )
+
+    if _PARAGRAPH_START.match(paragraph) or is_bulleted_text(paragraph) or is_possible_numbered_list(paragraph):
+        return False
+    if is_email_address(paragraph) or is_us_city_state_zip(paragraph) or under_non_alpha_ratio(paragraph):
+        return False
+    sentences = [s for s in _SENTENCE_END.split(paragraph) if len(s.split()) >= 3]
+    if len(sentences) < 2:
+        return False
+    words = [w for w in paragraph.split() if w.isalpha()]
+    capitalised = sum(w.istitle() or w.isupper() for w in words)
+    return bool(words) and capitalised <= len(words) / 2
 
 
 def read_markdown(content: bytes) -> list[Draft]:

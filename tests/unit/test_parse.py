@@ -206,6 +206,33 @@ def test_plain_text_titles_paragraphs_lists_and_clauses() -> None:
     assert [e.index for e in parsed.elements] == list(range(len(parsed.elements)))
 
 
+ABSTRACT = (
+    "Effects of aspirin on colorectal cancer in adults\n\n"
+    "Aspirin lowers the risk of colorectal cancer. We followed 4,000 adults for ten years. "
+    "Dr. Smith et al. reported a 20 % reduction (p < 0.01) in the treated group.\n\n"
+    "METHODS AND RESULTS OF THE TRIAL\n"
+    "- Two doses were compared in the trial.\n"
+    "Contact: trial@example.org\n"
+)
+
+
+def test_plain_text_prose_is_classified_without_unstructured_as_unstructured_would(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The fast narrative-text path (several ordinary sentences) must give exactly the drafts that
+    unstructured's own classifier gives, and leave headings, shouting text and list items to it."""
+    from manifold.ingest import parse_formats
+
+    fast = parse_formats.text_drafts(ABSTRACT)
+    monkeypatch.setattr(parse_formats, "_is_prose", lambda paragraph: False)
+    assert fast == parse_formats.text_drafts(ABSTRACT)
+    assert [d.kind for d in fast] == ["Title", "NarrativeText", "Title", "ListItem", "Title"]
+    assert parse_formats._is_prose(ABSTRACT.split("\n\n")[1].strip())
+    for line in ("Effects of aspirin on colorectal cancer in adults", "METHODS AND RESULTS. OF THE TRIAL. NOW HERE.",
+                 "- Two doses were compared. Both were safe here.", "1. Payment is due in 30 days. Then it is late."):
+        assert not parse_formats._is_prose(line)
+
+
 def test_markdown_headings_lists_and_table() -> None:
     parsed = _parse("text/markdown", MARKDOWN)
     titles = [(e.text, e.depth) for e in _only(parsed, "Title")]
