@@ -223,14 +223,15 @@ def test_plain_text_prose_is_classified_without_unstructured_as_unstructured_wou
     unstructured's own classifier gives, and leave headings, shouting text and list items to it."""
     from manifold.ingest import parse_formats
 
+    is_prose = parse_formats._is_prose
     fast = parse_formats.text_drafts(ABSTRACT)
     monkeypatch.setattr(parse_formats, "_is_prose", lambda paragraph: False)
     assert fast == parse_formats.text_drafts(ABSTRACT)
     assert [d.kind for d in fast] == ["Title", "NarrativeText", "Title", "ListItem", "Title"]
-    assert parse_formats._is_prose(ABSTRACT.split("\n\n")[1].strip())
+    assert is_prose(ABSTRACT.split("\n\n")[1].strip())
     for line in ("Effects of aspirin on colorectal cancer in adults", "METHODS AND RESULTS. OF THE TRIAL. NOW HERE.",
                  "- Two doses were compared. Both were safe here.", "1. Payment is due in 30 days. Then it is late."):
-        assert not parse_formats._is_prose(line)
+        assert not is_prose(line)
 
 
 def test_markdown_headings_lists_and_table() -> None:
