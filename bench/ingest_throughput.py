@@ -38,9 +38,11 @@ import os
 import platform
 import re
 import resource
+import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -214,14 +216,14 @@ class Embedded:
     def run(self, tenant: str, docs: list[tuple[str, str]]) -> int:
         for doc_id, content in docs:
             self.client.publish_bytes(tenant, doc_id, content.encode(), "text/plain")
-        report = self.pipeline.drain()
+        report = self.pipeline.drain(progress=_stage_progress())
         return len(report.dead_letters)
 
     def replay(self) -> int:
         for role, src in _sources().items():
             self.bus.commit(f"manifold.{role}", src, self.start[role])
             self.pipeline.runners[role].consumer.subscribe([src])  # re-read the committed positions
-        report = self.pipeline.drain()
+        report = self.pipeline.drain(progress=_stage_progress())
         return len(report.dead_letters)
 
     def lifecycle(self) -> Any:
@@ -254,7 +256,7 @@ class Distributed:
         failed0 = _sample(metrics.FAILED, None, "_total")
         for doc_id, content in docs:
             self.client.publish_bytes(tenant, doc_id, content.encode(), "text/plain")
-        t0 = time.perf_counter()
+        t0 = last = time.perf_counter()
         while True:
             done = _sample(publisher.PUBLISHED, None, "_total") - done0
             failed = _sample(metrics.FAILED, None, "_total") - failed0
@@ -262,6 +264,9 @@ class Distributed:
                 return int(failed)
             if time.perf_counter() - t0 > timeout or not self.thread.is_alive():
                 raise SystemExit(f"gave up: {done} of {len(docs)} published")
+            if time.perf_counter() - last >= 30:
+                progress(f"{int(done)} published, {int(failed)} failed of {len(docs)}")
+                last = time.perf_counter()
             time.sleep(0.5)
 
     def replay(self) -> int | None:
@@ -275,6 +280,24 @@ class Distributed:
     def close(self) -> None:
         self.stop.set()
         self.thread.join(60)
+
+
+def progress(message: str) -> None:
+    """One line per phase on stderr, so a long run shows where it is and what it has measured."""
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def _stage_progress() -> Callable[[str, int], None]:
+    """A `drain` progress callback: a line each time a stage has handled another 500 messages."""
+    done: dict[str, int] = {}
+
+    def report(stage: str, n: int) -> None:
+        before = done.get(stage, 0)
+        done[stage] = before + n
+        if done[stage] // 500 > before // 500:
+            progress(f"  {stage}: {done[stage]} messages")
+
+    return report
 
 
 def _sources() -> dict[str, str]:
@@ -306,9 +329,11 @@ def main() -> None:
     with RssSampler(settings, SERVERS[args.profile]) as rss:
         # 1. first ingest
         clock, encoded0 = _stage_clock(), _sample(embed.ENCODED, None, "_total")
+        progress(f"first pass: {len(docs)} documents, profile {args.profile}")
         t0 = time.perf_counter()
         dead = profile.run(tenant, docs)
         elapsed = time.perf_counter() - t0
+        progress(f"first pass done in {elapsed:.1f} s ({len(docs) / elapsed:.2f} docs/s, {dead} dead-lettered)")
         stages = _stages(clock)
         encoded_first = int(_sample(embed.ENCODED, None, "_total") - encoded0)
         chunks = active_chunks(settings, tenant)
@@ -316,12 +341,16 @@ def main() -> None:
         published = len(chunks)
 
         # 2. the bare model on exactly those chunks
+        progress(f"raw encode of the {len(texts)} chunks the pipeline produced")
         t1 = time.perf_counter()
         profile.ports.embedder.encode(texts)
         encode_s = time.perf_counter() - t1
+        progress(f"raw encode done in {encode_s:.1f} s: ratio {len(texts) / elapsed / (len(texts) / encode_s):.3f}")
 
         # 3. the reference loop on the same abstracts
+        progress("reference loop (split, encode, COPY into pgvector)")
         reference = reference_loop(settings, model, docs)
+        progress(f"reference loop done in {reference['seconds']} s")
 
         # 4. update pass: 10 % of the documents change
         step = max(1, round(1 / args.update_fraction))
@@ -329,6 +358,7 @@ def main() -> None:
                         for d, c in docs[::step]]
         before = {d: chunks.get(d, []) for d, _ in changed_docs}
         encoded1 = _sample(embed.ENCODED, None, "_total")
+        progress(f"update pass: {len(changed_docs)} documents changed")
         t2 = time.perf_counter()
         dead_update = profile.run(tenant, changed_docs)
         update_s = time.perf_counter() - t2
@@ -342,6 +372,7 @@ def main() -> None:
         lifecycle = profile.lifecycle()
         fp0 = fingerprint(settings, tenant)
         encoded2, clock_replay = _sample(embed.ENCODED, None, "_total"), _stage_clock()
+        progress("replay pass" if args.profile == "embedded" else "replay pass: not measured for this profile")
         t3 = time.perf_counter()
         dead_replay = profile.replay()
         replay_s = time.perf_counter() - t3

@@ -101,8 +101,10 @@ _UPSERT_CHUNK = sql.SQL(
 _WHERE_VERSION = "tenant_id = %(tenant)s AND document_id = %(document_id)s AND version = %(version)s"
 _DROP_STALE = f"DELETE FROM manifold.text_chunks WHERE {_WHERE_VERSION} AND NOT (chunk_id = ANY(%(keep)s))"
 _DROP_TERMS = "DELETE FROM manifold.text_terms WHERE tenant_id = %(tenant)s AND chunk_id = ANY(%(ids)s)"
-_INSERT_TERM = ("INSERT INTO manifold.text_terms (tenant_id, chunk_id, document_id, version, field, term, tf) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s)")
+_TERM_ARRAYS = ("chunks", "documents", "versions", "fields", "terms", "tfs")
+_INSERT_TERMS = ("INSERT INTO manifold.text_terms (tenant_id, chunk_id, document_id, version, field, term, tf) "
+                 "SELECT %(tenant)s, * FROM unnest(%(chunks)s::text[], %(documents)s::text[], "
+                 "%(versions)s::integer[], %(fields)s::text[], %(terms)s::text[], %(tfs)s::integer[])")
 _DELETE_VERSION = f"DELETE FROM manifold.text_chunks WHERE {_WHERE_VERSION}"
 _READ_MANIFEST = (f"SELECT chunk_id, content_sha256 FROM manifold.text_chunks WHERE {_WHERE_VERSION} "
                   "AND text_schema_version = %(schema)s")
@@ -138,43 +140,67 @@ class PostgresTextIndex:
 
     def write_version(self, doc: ExtractedDocument) -> StoreManifest:
         mf.validate(doc)
-        ref, v = doc.doc, doc.versions
-        key = {"tenant": ref.tenant_id, "document_id": ref.document_id, "version": ref.version}
-        sections = {s.section_id: s for s in doc.sections}
-        doc_title = ref.metadata.get("title")
-        headings = {s.section_id: analysis.terms(analysis.heading_text(
-            doc_title if isinstance(doc_title, str) else None, s.path)) for s in doc.sections}
-        fp = v.fingerprint()
+        with self._db.transaction(doc.doc.tenant_id) as conn:
+            return self._write_all(conn, [doc])[0]
+
+    def _write_all(self, conn: psycopg.Connection[Any], docs: Sequence[ExtractedDocument]) -> list[StoreManifest]:
+        """Write validated versions of one tenant with a fixed number of statements: the stale
+        chunks dropped and the chunks upserted (one pipelined `executemany` each), the postings of
+        the chunks that changed replaced by one `DELETE` and one `INSERT ... unnest`, and every
+        manifest read back with one query."""
+        tenant = docs[0].doc.tenant_id
         rows: list[tuple[Any, ...]] = []
         postings: dict[str, list[tuple[str, str, int]]] = {}
-        for c in doc.chunks:
-            section = sections[c.section_id]
-            text_terms, title_terms = analysis.terms(c.text), headings[c.section_id]
-            rows.append((
-                ref.tenant_id, c.chunk_id, ref.document_id, ref.version, c.section_id, section.title,
-                title_phrase(analyze(section.title)), list(section.path), c.ordinal, c.kind, c.text,
-                list(c.identifiers),
-                c.content_sha256, ref.content_sha256, ref.media_type, v.parser, v.chunker, v.extraction,
-                PG_TEXT_SCHEMA_VERSION, fp, len(text_terms), len(title_terms),
-            ))
-            postings[c.chunk_id] = (
-                [("text", t, n) for t, n in sorted(Counter(text_terms).items())]
-                + [("title", t, n) for t, n in sorted(Counter(title_terms).items())]
-            )
-        with self._db.transaction(ref.tenant_id) as conn:
-            conn.execute(_DROP_STALE, {**key, "keep": [c.chunk_id for c in doc.chunks]})
-            changed: list[str] = []
-            with conn.cursor() as cur:
-                for row in rows:  # one statement per chunk: RETURNING says whether it changed
-                    cur.execute(_UPSERT_CHUNK, row)
+        owner: dict[str, tuple[str, int]] = {}
+        for doc in docs:
+            ref = doc.doc
+            sections = {s.section_id: s for s in doc.sections}
+            doc_title = ref.metadata.get("title")
+            headings = {s.section_id: analysis.terms(analysis.heading_text(
+                doc_title if isinstance(doc_title, str) else None, s.path)) for s in doc.sections}
+            fp = doc.versions.fingerprint()
+            v = doc.versions
+            for c in doc.chunks:
+                section = sections[c.section_id]
+                text_terms, title_terms = analysis.terms(c.text), headings[c.section_id]
+                rows.append((
+                    ref.tenant_id, c.chunk_id, ref.document_id, ref.version, c.section_id, section.title,
+                    title_phrase(analyze(section.title)), list(section.path), c.ordinal, c.kind, c.text,
+                    list(c.identifiers),
+                    c.content_sha256, ref.content_sha256, ref.media_type, v.parser, v.chunker, v.extraction,
+                    PG_TEXT_SCHEMA_VERSION, fp, len(text_terms), len(title_terms),
+                ))
+                postings[c.chunk_id] = (
+                    [("text", t, n) for t, n in sorted(Counter(text_terms).items())]
+                    + [("title", t, n) for t, n in sorted(Counter(title_terms).items())]
+                )
+                owner[c.chunk_id] = (ref.document_id, ref.version)
+        changed: list[str] = []
+        with conn.cursor() as cur:
+            cur.executemany(_DROP_STALE, [
+                {"tenant": tenant, "document_id": d.doc.document_id, "version": d.doc.version,
+                 "keep": [c.chunk_id for c in d.chunks]} for d in docs
+            ])
+            if rows:  # RETURNING says which chunks changed, one result set per row
+                cur.executemany(_UPSERT_CHUNK, rows, returning=True)
+                while True:
                     changed += [r[0] for r in cur.fetchall()]
-                if changed:
-                    cur.execute(_DROP_TERMS, {"tenant": ref.tenant_id, "ids": changed})
-                    cur.executemany(_INSERT_TERM, [
-                        (ref.tenant_id, cid, ref.document_id, ref.version, field, term, tf)
-                        for cid in changed for field, term, tf in postings[cid]
-                    ])
-            return self._read_manifest(conn, key)
+                    if not cur.nextset():
+                        break
+            if changed:
+                cur.execute(_DROP_TERMS, {"tenant": tenant, "ids": changed})
+                terms = [(cid, *owner[cid], field, term, tf) for cid in changed for field, term, tf in postings[cid]]
+                if terms:
+                    cur.execute(_INSERT_TERMS, {"tenant": tenant, **{
+                        name: [t[i] for t in terms] for i, name in enumerate(_TERM_ARRAYS)}})
+        keys = [(d.doc.document_id, d.doc.version) for d in docs]
+        documents, versions = vb.key_arrays(keys)
+        pairs: dict[tuple[str, int], list[tuple[str, str]]] = {k: [] for k in keys}
+        for d, ver, cid, sha in conn.execute(_READ_MANIFESTS, {
+                "tenant": tenant, "documents": documents, "versions": versions,
+                "schema": PG_TEXT_SCHEMA_VERSION}).fetchall():
+            pairs[(d, int(ver))].append((cid, str(sha).strip()))
+        return [mf.build_manifest(STORE_SLOT, mf.ELASTICSEARCH_KINDS, {"chunks": pairs[k]}) for k in keys]
 
     # ------------------------------------------------------------------ delete / manifest
 
@@ -210,7 +236,7 @@ class PostgresTextIndex:
         if tenant is None:
             return []
         with self.batch(tenant):
-            return vb.write_each(self.write_version, docs)
+            return vb.write_all_or_each(self._db.transaction, self._write_all, self.write_version, docs)
 
     @staticmethod
     def _read_manifest(conn: psycopg.Connection[Any], key: dict[str, Any]) -> StoreManifest:

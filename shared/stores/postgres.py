@@ -103,6 +103,35 @@ _UPSERT_REVIEW = _upsert("review_items", _REVIEW_COLS, ("review_id",))
 
 _WHERE_VERSION = sql.SQL("tenant_id = %(tenant)s AND document_id = %(document_id)s AND version = %(version)s")
 
+_INSERT_DOCUMENT = sql.SQL("INSERT INTO {} (tenant_id, document_id) VALUES (%s, %s) ON CONFLICT DO NOTHING").format(
+    _table("documents"))
+_LOCK_VERSIONS = sql.SQL(
+    "SELECT document_id, version, content_sha256 FROM {} WHERE tenant_id = %(tenant)s AND (document_id, version) IN "
+    "(SELECT * FROM unnest(%(documents)s::text[], %(versions)s::integer[])) ORDER BY document_id, version FOR UPDATE"
+).format(_table("document_versions"))
+_UPSERT_VERSION = sql.SQL(
+    "INSERT INTO {t} (tenant_id, document_id, version, content_sha256, media_type, metadata, "
+    "pipeline_versions, config_fingerprint) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
+    "ON CONFLICT (tenant_id, document_id, version) DO UPDATE SET media_type = EXCLUDED.media_type, "
+    "metadata = EXCLUDED.metadata, pipeline_versions = EXCLUDED.pipeline_versions, "
+    "config_fingerprint = EXCLUDED.config_fingerprint, updated_at = now() "
+    "WHERE ({t}.media_type, {t}.metadata, {t}.pipeline_versions, {t}.config_fingerprint) "
+    "IS DISTINCT FROM (EXCLUDED.media_type, EXCLUDED.metadata, EXCLUDED.pipeline_versions, "
+    "EXCLUDED.config_fingerprint)"
+).format(t=_table("document_versions"))
+
+
+def _kept_ids(doc: ExtractedDocument) -> dict[str, list[str]]:
+    """Per version table, the artifact ids this version contains (everything else is dropped)."""
+    return {
+        "record_lines": [mf.record_line_id(r.record_id, ln.line_no) for r in doc.records for ln in r.lines],
+        "records": [r.record_id for r in doc.records],
+        "chunks": [c.chunk_id for c in doc.chunks],
+        "sections": [s.section_id for s in doc.sections],
+        "review_items": [i.review_id for i in doc.review],
+    }
+
+
 # Children before parents, so foreign keys never see an orphan; `id_expr` is the artifact id.
 _VERSION_TABLES: tuple[tuple[str, sql.Composable], ...] = (
     ("record_lines", sql.SQL("record_id || '#' || line_no::text")),
@@ -226,86 +255,80 @@ class PostgresRelationalStore:
 
     def write_version(self, doc: ExtractedDocument) -> StoreManifest:
         mf.validate(doc)
-        ref, v = doc.doc, doc.versions
-        key = {"tenant": ref.tenant_id, "document_id": ref.document_id, "version": ref.version}
-        fp = v.fingerprint()
-        with self._db.transaction(ref.tenant_id) as conn:
-            conn.execute(
-                sql.SQL("INSERT INTO {} (tenant_id, document_id) VALUES (%s, %s) ON CONFLICT DO NOTHING")
-                .format(_table("documents")),
-                (ref.tenant_id, ref.document_id),
-            )
-            row = conn.execute(
-                sql.SQL("SELECT content_sha256 FROM {} WHERE {} FOR UPDATE").format(
-                    _table("document_versions"), _WHERE_VERSION),
-                key,
-            ).fetchone()
-            if row is not None and row[0] != ref.content_sha256:
-                raise BadInput(
-                    f"{ref.document_id}@{ref.version} is already stored with content {row[0][:12]}..., "
-                    f"not {ref.content_sha256[:12]}...: a version's content is immutable"
-                )
-            conn.execute(
-                sql.SQL(
-                    "INSERT INTO {t} (tenant_id, document_id, version, content_sha256, media_type, metadata, "
-                    "pipeline_versions, config_fingerprint) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
-                    "ON CONFLICT (tenant_id, document_id, version) DO UPDATE SET media_type = EXCLUDED.media_type, "
-                    "metadata = EXCLUDED.metadata, pipeline_versions = EXCLUDED.pipeline_versions, "
-                    "config_fingerprint = EXCLUDED.config_fingerprint, updated_at = now() "
-                    "WHERE ({t}.media_type, {t}.metadata, {t}.pipeline_versions, {t}.config_fingerprint) "
-                    "IS DISTINCT FROM (EXCLUDED.media_type, EXCLUDED.metadata, EXCLUDED.pipeline_versions, "
-                    "EXCLUDED.config_fingerprint)"
-                ).format(t=_table("document_versions")),
-                (ref.tenant_id, ref.document_id, ref.version, ref.content_sha256, ref.media_type,
-                 Jsonb(ref.metadata), Jsonb(v.model_dump()), fp),
-            )
-            keep = {
-                "record_lines": [mf.record_line_id(r.record_id, ln.line_no) for r in doc.records for ln in r.lines],
-                "records": [r.record_id for r in doc.records],
-                "chunks": [c.chunk_id for c in doc.chunks],
-                "sections": [s.section_id for s in doc.sections],
-                "review_items": [i.review_id for i in doc.review],
-            }
-            for table, id_expr in _VERSION_TABLES:  # drop what this version no longer contains
-                conn.execute(
+        with self._db.transaction(doc.doc.tenant_id) as conn:
+            return self._write_all(conn, [doc])[0]
+
+    def _write_all(self, conn: psycopg.Connection[Any], docs: Sequence[ExtractedDocument]) -> list[StoreManifest]:
+        """Write validated versions of one tenant with a fixed number of statements, whatever
+        their count (each `executemany` is one pipelined round trip); `BadInput` if any version
+        is already stored with other content (the caller's savepoint discards the whole call)."""
+        tenant = docs[0].doc.tenant_id
+        keys = [(d.doc.document_id, d.doc.version) for d in docs]
+        fps = [d.versions.fingerprint() for d in docs]
+        with conn.cursor() as cur:
+            cur.executemany(_INSERT_DOCUMENT, [(tenant, d.doc.document_id) for d in docs])
+            documents, versions = vb.key_arrays(keys)
+            stored = {(d, int(v)): sha for d, v, sha in cur.execute(
+                _LOCK_VERSIONS, {"tenant": tenant, "documents": documents, "versions": versions}).fetchall()}
+            for d in docs:
+                old = stored.get((d.doc.document_id, d.doc.version))
+                if old is not None and old != d.doc.content_sha256:
+                    raise BadInput(
+                        f"{d.doc.document_id}@{d.doc.version} is already stored with content {old[:12]}..., "
+                        f"not {d.doc.content_sha256[:12]}...: a version's content is immutable"
+                    )
+            cur.executemany(_UPSERT_VERSION, [
+                (tenant, d.doc.document_id, d.doc.version, d.doc.content_sha256, d.doc.media_type,
+                 Jsonb(d.doc.metadata), Jsonb(d.versions.model_dump()), fp) for d, fp in zip(docs, fps, strict=True)
+            ])
+            kept = [_kept_ids(d) for d in docs]
+            for table, id_expr in _VERSION_TABLES:  # drop what each version no longer contains
+                cur.executemany(
                     sql.SQL("DELETE FROM {} WHERE {} AND NOT ({} = ANY(%(keep)s))").format(
                         _table(table), _WHERE_VERSION, id_expr),
-                    {**key, "keep": keep[table]},
+                    [{"tenant": tenant, "document_id": d.doc.document_id, "version": d.doc.version,
+                      "keep": k[table]} for d, k in zip(docs, kept, strict=True)],
                 )
-            self._upsert_rows(conn, doc, fp)
-            return self._read_manifest(conn, ref.tenant_id, ref.document_id, ref.version)
+        self._upsert_rows(conn, docs, fps)
+        manifests = self._read_manifests(conn, tenant, keys)
+        return [manifests[k] for k in keys]
 
     @staticmethod
-    def _upsert_rows(conn: psycopg.Connection[Any], doc: ExtractedDocument, fp: str) -> None:
-        ref, v = doc.doc, doc.versions
-        vk = (ref.tenant_id, ref.document_id, ref.version)
-        with conn.cursor() as cur:
-            cur.executemany(_UPSERT_SECTION, [
-                (s.section_id, *vk, s.ordinal, s.title, list(s.path), fp) for s in doc.sections
-            ])
-            cur.executemany(_UPSERT_CHUNK, [
+    def _upsert_rows(conn: psycopg.Connection[Any], docs: Sequence[ExtractedDocument], fps: Sequence[str]) -> None:
+        """Every child row of `docs` (fingerprints `fps`): one `executemany` per table."""
+        sections, chunks, records, lines, review = [], [], [], [], []
+        for doc, fp in zip(docs, fps, strict=True):
+            ref, v = doc.doc, doc.versions
+            vk = (ref.tenant_id, ref.document_id, ref.version)
+            sections += [(s.section_id, *vk, s.ordinal, s.title, list(s.path), fp) for s in doc.sections]
+            chunks += [
                 (c.chunk_id, *vk, c.section_id, c.ordinal, c.kind, c.text, c.content_sha256,
                  list(c.identifiers), np.asarray(vec, dtype=np.float32), v.embedding_model,
                  v.embedding_revision, v.embedding_dim, v.embedding_normalized, v.parser, v.chunker,
                  v.extraction, v.pg_schema, v.es_schema, v.graph_schema, fp, ref.content_sha256)
                 for c, vec in zip(doc.chunks, doc.vectors, strict=True)
-            ])
-            cur.executemany(_UPSERT_RECORD, [
+            ]
+            records += [
                 (r.record_id, *vk, r.record_type, r.number, r.counterparty_id, r.counterparty_name,
                  r.issued_on, r.currency, r.status, r.total, Jsonb(r.attributes), r.provenance.chunk_id,
                  r.provenance.extraction_version, fp)
                 for r in doc.records
-            ])
-            cur.executemany(_UPSERT_LINE, [
+            ]
+            lines += [
                 (r.record_id, ln.line_no, *vk, ln.product_code, ln.description, ln.quantity,
                  ln.unit_price, ln.amount)
                 for r in doc.records for ln in r.lines
-            ])
-            cur.executemany(_UPSERT_REVIEW, [
+            ]
+            review += [
                 (i.review_id, *vk, i.reason, Jsonb(i.payload), i.provenance.chunk_id,
                  i.provenance.record_id, i.provenance.extraction_version)
                 for i in doc.review
-            ])
+            ]
+        with conn.cursor() as cur:
+            for statement, rows in ((_UPSERT_SECTION, sections), (_UPSERT_CHUNK, chunks), (_UPSERT_RECORD, records),
+                                    (_UPSERT_LINE, lines), (_UPSERT_REVIEW, review)):
+                if rows:
+                    cur.executemany(statement, rows)
 
     def newest_version(self, tenant_id: str, document_id: str) -> int | None:
         with self._db.transaction(tenant_id, snapshot=True) as conn:
@@ -370,7 +393,7 @@ class PostgresRelationalStore:
         if tenant is None:
             return []
         with self.batch(tenant):
-            return vb.write_each(self.write_version, docs)
+            return vb.write_all_or_each(self._db.transaction, self._write_all, self.write_version, docs)
 
     @staticmethod
     def _read_manifest(conn: psycopg.Connection[Any], tenant_id: str, document_id: str, version: int) -> StoreManifest:

@@ -3,18 +3,23 @@
 Guarantees: `one_tenant` refuses a batch that mixes tenants (a batch runs under one tenant's
 predicate or row-level security, so mixing them is a caller bug: `ValueError`); `write_each`
 turns each document's own exception into its outcome and never swallows a failure of the whole
-batch (that is raised by the adapter's transaction around it); `key_arrays` gives the
+batch (that is raised by the adapter's transaction around it); `write_all_or_each` writes a batch
+with a fixed number of statements and falls back to `write_each` when any part of it fails, so
+the outcome per document is the same as writing each alone; `key_arrays` gives the
 (document ids, versions) parameter arrays of a key set, de-duplicated, in a stable order.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from typing import TypeVar
 
 from manifold.shared.artifacts import ExtractedDocument, StoreManifest
 from manifold.shared.stores import manifest as mf
 
 VersionKey = tuple[str, int]
+Conn = TypeVar("Conn")
 
 
 def one_tenant(docs: Sequence[ExtractedDocument]) -> str | None:
@@ -38,6 +43,29 @@ def write_each(write: Callable[[ExtractedDocument], StoreManifest],
         except Exception as err:  # noqa: BLE001 - this document's own outcome
             outcomes.append(err)
     return outcomes
+
+
+def write_all_or_each(
+    transaction: Callable[[str], AbstractContextManager[Conn]],
+    write_all: Callable[[Conn, Sequence[ExtractedDocument]], list[StoreManifest]],
+    write_one: Callable[[ExtractedDocument], StoreManifest],
+    docs: Sequence[ExtractedDocument],
+) -> list[StoreManifest | Exception]:
+    """The whole batch with `write_all` in one savepoint (`transaction(tenant)`), a fixed number
+    of statements; if anything in it fails (a document that does not validate, content that
+    contradicts a stored version, a constraint), the savepoint is rolled back and every document is
+    written again on its own with `write_one` (`write_each`), so each gets its own outcome and the
+    good ones still land. A failure of the connection itself fails again there, per document."""
+    tenant = one_tenant(docs)
+    if tenant is None:
+        return []
+    try:
+        for doc in docs:
+            mf.validate(doc)
+        with transaction(tenant) as conn:
+            return list(write_all(conn, docs))
+    except Exception:  # noqa: BLE001 - retried per document below, where each failure is reported
+        return write_each(write_one, docs)
 
 
 def key_arrays(keys: Sequence[VersionKey]) -> tuple[list[str], list[int]]:

@@ -1,7 +1,8 @@
 """The batch paths of load and publish against the real stores (issue 14, 'Bad input'): a batch
 with a document Elasticsearch's `_bulk` refuses, and a Neo4j transaction that fails halfway
 through a batch. The good documents publish, the bad one fails with its own reason, nothing is
-half-published, and a retry changes nothing."""
+half-published, and a retry changes nothing. The PostgreSQL adapters write a batch with a fixed
+number of statements and fall back to one savepoint per document when any of it fails."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from manifold.shared.stores import pg_schema
 from manifold.shared.stores.elasticsearch import ElasticsearchTextIndex
 from manifold.shared.stores.manifest_pg import PostgresVersionManifest
 from manifold.shared.stores.neo4j import Neo4jGraphStore
+from manifold.shared.stores.pg_text import PostgresTextIndex
 from manifold.shared.stores.postgres import PostgresRelationalStore
 
 DOCS = ("bulk-a", "bulk-b", "bulk-c")
@@ -128,3 +130,34 @@ def test_a_batch_verifies_each_version_on_its_own_and_activates_only_those_that_
     assert reloaded == [notices[1]]
     assert publisher.handle_batch(notices, ports) == [None, None, None]  # type: ignore[arg-type]
     assert _states(ports, tenant) == {d: "active" for d in DOCS}
+
+
+def _fails(doc: object) -> None:
+    raise AssertionError("the batch fell back to writing each document")
+
+
+@pytest.mark.parametrize("kind", ["relational", "text"])
+def test_a_postgres_batch_writes_what_single_writes_would_and_isolates_a_bad_document(roles, tenant, kind) -> None:
+    store = PostgresRelationalStore(roles["ingest"]) if kind == "relational" else PostgresTextIndex(roles["ingest"])
+    good_a, bad, good_c = (build_doc(tenant, d) for d in DOCS)
+    try:
+        single = store.write_version
+        store.write_version = _fails  # type: ignore[method-assign]  # prove the whole-batch path took it
+        outcomes = store.write_versions([good_a, good_c])
+        store.write_version = single  # type: ignore[method-assign]
+        assert outcomes == [store.manifest(tenant, "bulk-a", 1), store.manifest(tenant, "bulk-c", 1)]
+        assert all(not isinstance(o, Exception) and sum(o.counts.values()) > 0 for o in outcomes)
+        if kind == "relational":  # the same version stored with other content: immutable
+            store.write_version(bad.model_copy(update={"doc": bad.doc.model_copy(
+                update={"content_sha256": "0" * 64})}))
+        else:  # a chunk whose section does not exist fails validation
+            bad = bad.model_copy(update={"chunks": [bad.chunks[0].model_copy(update={"section_id": "nowhere"})]
+                                         + bad.chunks[1:]})
+        again = store.write_versions([good_a, bad, good_c])  # falls back to one savepoint each
+        assert again[0] == outcomes[0] and again[2] == outcomes[1]
+        assert isinstance(again[1], BadInput)
+        assert ("immutable" if kind == "relational" else "nowhere") in str(again[1])
+        assert store.write_versions([good_a, good_c]) == outcomes  # a retry changes nothing
+    finally:
+        for document_id in DOCS:
+            store.delete_version(tenant, document_id, 1)
