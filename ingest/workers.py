@@ -29,6 +29,7 @@ from tenacity import Retrying
 from manifold.ingest import EXTRA_ROLES as EXTRA_ROLES  # re-exported: the roles `manifold workers` offers
 from manifold.ingest import ROLES as ROLES
 from manifold.ingest import pipeline
+from manifold.ingest.embedding_migration import ParallelVectorStore
 from manifold.ingest.notices import StageNotice
 from manifold.ingest.runner import BatchPolicy, Output, RetryPolicy, StageRunner, StageSpec
 from manifold.shared import topics
@@ -43,6 +44,7 @@ from manifold.shared.kafka import (
     pipeline_topic_configs,
     producer_config,
 )
+from manifold.shared.ports import GraphStore, TextIndex
 
 log = logging.getLogger(__name__)
 
@@ -100,16 +102,12 @@ def check_schema(settings: ManifoldSettings) -> None:
 
 
 def build_ports(settings: ManifoldSettings) -> pipeline.Ports:
-    """Connect the adapters (the only place that does) and check the stores are ready."""
-    for key, value in _OFFLINE.items():
-        os.environ.setdefault(key, value)
+    """The distributed profile's ports: Elasticsearch text index, Neo4j graph, pgvector vectors
+    (index and schema ensured, with retries); the rest from `postgres_ports`."""
     from manifold.shared import vocabulary
-    from manifold.shared.embedding import SentenceTransformerEmbedder
     from manifold.shared.stores.elasticsearch import ElasticsearchTextIndex
-    from manifold.shared.stores.embedding_cache_pg import PostgresEmbeddingCache
     from manifold.shared.stores.embedding_pg import PostgresEmbeddingStore
     from manifold.shared.stores.neo4j import Neo4jGraphStore
-    from manifold.shared.stores.postgres import PostgresRelationalStore, PostgresStagingStore
 
     check_schema(settings)
     text = ElasticsearchTextIndex.from_settings(settings)
@@ -118,6 +116,20 @@ def build_ports(settings: ManifoldSettings) -> pipeline.Ports:
         settings, entity_types=vocabulary.ENTITY_TYPES, relation_types=vocabulary.RELATIONS
     )
     _with_retries(graph.ensure_schema)  # concurrent first starts can deadlock in Neo4j
+    return postgres_ports(settings, text, graph, vectors=PostgresEmbeddingStore.from_settings(settings))
+
+
+def postgres_ports(settings: ManifoldSettings, text: TextIndex, graph: GraphStore, *,
+                   vectors: ParallelVectorStore | None = None) -> pipeline.Ports:
+    """The pipeline's ports around a profile's text index and graph: staging, relational store,
+    embedding cache and the bundled embedder, all on PostgreSQL. Connects nothing until first use;
+    the caller checks the schema (`check_schema`)."""
+    for key, value in _OFFLINE.items():
+        os.environ.setdefault(key, value)
+    from manifold.shared.embedding import SentenceTransformerEmbedder
+    from manifold.shared.stores.embedding_cache_pg import PostgresEmbeddingCache
+    from manifold.shared.stores.postgres import PostgresRelationalStore, PostgresStagingStore
+
     embedder = SentenceTransformerEmbedder(batch_size=settings.ingest.embed_batch_size)
     return pipeline.Ports(
         settings=settings.ingest,
@@ -127,7 +139,7 @@ def build_ports(settings: ManifoldSettings) -> pipeline.Ports:
         text=text,
         graph=graph,
         embedder=embedder,
-        vectors=PostgresEmbeddingStore.from_settings(settings),
+        vectors=vectors,
         cache=PostgresEmbeddingCache.from_settings(settings),
     )
 

@@ -24,14 +24,15 @@ OUTAGE_DOC = "good-3.txt"
 
 
 class TextIndexWithOutage(PostgresTextIndex):
-    """The real PostgreSQL text index, unreachable for one document while `down` is set."""
+    """The real PostgreSQL text index, unreachable for one document while `down` is set: any write
+    holding it fails (the whole batch first, then, written one by one, that document alone)."""
 
     down = True
 
-    def write_version(self, doc: Any) -> Any:
-        if self.down and doc.doc.document_id == OUTAGE_DOC:
+    def _write_all(self, conn: Any, docs: Any) -> Any:
+        if self.down and any(doc.doc.document_id == OUTAGE_DOC for doc in docs):
             raise Transient("text index unavailable (injected outage)")
-        return super().write_version(doc)
+        return super()._write_all(conn, docs)
 
 
 @pytest.fixture(scope="module")
