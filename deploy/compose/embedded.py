@@ -25,7 +25,6 @@ import logging
 import os
 import shutil
 import sys
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -213,7 +212,6 @@ class EmbeddedPipeline:
         self.ports = ports
         policy = batch_policy(settings)
         self.batch = batch or policy.max_messages
-        self.linger_s = policy.linger_s
         specs = stage_specs(ports, settings)
         ing = settings.ingest
         retry = RetryPolicy(ing.max_attempts, ing.retry_initial_s, ing.retry_max_s)
@@ -225,55 +223,25 @@ class EmbeddedPipeline:
             self.runners[role] = StageRunner(specs[role], consumer, BusProducer(bus), retry, policy,
                                              lag=partial(lag, bus, stage.group, stage.source))
 
-    def drain(self, progress: Callable[[str, int], None] = lambda _s, _n: None) -> DrainReport:
-        """Run every stage until each has handled everything its upstream stage produced;
-        `progress(stage, n)` after each batch. Returns how many messages each stage handled and
-        the new dead letters.
-
-        The stages run at the same time, one thread each, as the distributed workers do: while
-        the model encodes one batch (PyTorch releases the GIL), parse, load and publish work on
-        others, and their waits on PostgreSQL overlap with it. Each stage still reads its own
-        topic in order, so per-key order holds. A stage stops once the stage before it has stopped
-        and a read finds its topic drained; that is the whole pipeline, since every stage reads
-        only the topic of the stage before it (`topics.TOPOLOGY`). Re-raises the first exception a
-        stage raised, after every stage has stopped."""
+    def drain(self, progress: Callable[[str, int], None] = lambda _s, _n: None,
+              max_passes: int = 100_000) -> DrainReport:
+        """Run every stage until a full pass finds no message anywhere; `progress(stage, n)` after
+        each batch. Returns how many messages each stage handled and the new dead letters."""
         from manifold.shared.dlq import DeadLetter
 
         report = DrainReport(processed=dict.fromkeys(ROLES, 0))
         dlq_before = self.bus.end_offsets(topics.DLQ)
-        lock = threading.Lock()
-        stopped = {role: threading.Event() for role in ROLES}
-        failures: list[BaseException] = []
-
-        def work(role: str, upstream: threading.Event | None) -> None:
-            runner = self.runners[role]
-            try:
-                while True:
-                    final = upstream is None or upstream.is_set()  # read before consuming, never after
-                    msgs = list(runner.consumer.consume(num_messages=self.batch, timeout=0))
-                    if not final and len(msgs) < self.batch:  # upstream still working: fill the batch
-                        msgs += runner.consumer.consume(num_messages=self.batch - len(msgs), timeout=self.linger_s)
-                    if msgs:
-                        runner.process_batch(msgs)
-                        with lock:
-                            report.processed[role] += len(msgs)
-                            progress(role, len(msgs))
-                    elif final:
-                        return
-            except BaseException as err:  # noqa: BLE001 - re-raised by drain once every stage stopped
-                failures.append(err)
-            finally:
-                stopped[role].set()
-
         with _driver_lock(self.settings):
-            threads = [threading.Thread(target=work, args=(role, stopped[ROLES[i - 1]] if i else None),
-                                        name=f"drain-{role}", daemon=True) for i, role in enumerate(ROLES)]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
-        if failures:
-            raise failures[0]
+            for _ in range(max_passes):
+                moved = 0
+                for role, runner in self.runners.items():
+                    while msgs := runner.consumer.consume(num_messages=self.batch, timeout=0):
+                        runner.process_batch(list(msgs))
+                        report.processed[role] += len(msgs)
+                        moved += len(msgs)
+                        progress(role, len(msgs))
+                if not moved:
+                    break
         for msg in read_all(self.bus, topics.DLQ):
             if msg.offset() >= dlq_before.get(msg.partition(), 0):
                 report.dead_letters.append(DeadLetter.model_validate_json(msg.value()))
