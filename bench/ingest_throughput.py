@@ -137,6 +137,16 @@ def _tenant_conn(settings: ManifoldSettings, tenant: str):  # type: ignore[no-un
     return conn
 
 
+def active_versions(settings: ManifoldSettings, tenant: str, keys: list[tuple[str, int]]) -> int:
+    """How many of `keys` (document, version) are active in the version manifest."""
+    with _tenant_conn(settings, tenant) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM manifold.version_manifest WHERE tenant_id = %s AND state = 'active' AND "
+            "(document_id, version) IN (SELECT * FROM unnest(%s::text[], %s::integer[]))",
+            (tenant, [d for d, _ in keys], [v for _, v in keys])).fetchone()
+    return int(row[0]) if row else 0
+
+
 def active_chunks(settings: ManifoldSettings, tenant: str) -> dict[str, list[str]]:
     """document_id -> chunk texts (in order) of its active version."""
     out: dict[str, list[str]] = {}
@@ -250,22 +260,24 @@ class Distributed:
         time.sleep(5)  # let the consumer groups settle before the clock starts
 
     def run(self, tenant: str, docs: list[tuple[str, str]], timeout: float = 3600) -> int:
-        from manifold.ingest import publisher
-
-        done0 = _sample(publisher.PUBLISHED, None, "_total")
+        """Publish `docs` and wait until every version published is active in PostgreSQL's
+        version manifest or its document was dead-lettered (what the run counts as done)."""
         failed0 = _sample(metrics.FAILED, None, "_total")
+        keys = []
         for doc_id, content in docs:
-            self.client.publish_bytes(tenant, doc_id, content.encode(), "text/plain")
+            version = self.client.publish_bytes(tenant, doc_id, content.encode(), "text/plain")
+            if version is not None:
+                keys.append((doc_id, version))
         t0 = last = time.perf_counter()
         while True:
-            done = _sample(publisher.PUBLISHED, None, "_total") - done0
+            done = active_versions(self.settings, tenant, keys)
             failed = _sample(metrics.FAILED, None, "_total") - failed0
-            if done + failed >= len(docs):
+            if done + failed >= len(keys):
                 return int(failed)
             if time.perf_counter() - t0 > timeout or not self.thread.is_alive():
-                raise SystemExit(f"gave up: {done} of {len(docs)} published")
+                raise SystemExit(f"gave up: {done} of {len(keys)} active")
             if time.perf_counter() - last >= 30:
-                progress(f"{int(done)} published, {int(failed)} failed of {len(docs)}")
+                progress(f"{done} active, {int(failed)} failed of {len(keys)}")
                 last = time.perf_counter()
             time.sleep(0.5)
 
