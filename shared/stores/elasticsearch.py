@@ -40,6 +40,7 @@ Guarantees (in addition to `manifold.shared.ports`):
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -124,10 +125,38 @@ class ElasticsearchTextIndex:
         self._replicas = replicas
         self._page_size = page_size
         self._ready = False
+        self._local = threading.local()  # `batch`: this thread's deferred-refresh state
 
     @classmethod
     def from_settings(cls, settings: ManifoldSettings, **kwargs: Any) -> ElasticsearchTextIndex:
         return cls(Elasticsearch(settings.elasticsearch.url, request_timeout=30), **kwargs)
+
+    @contextmanager
+    def batch(self, tenant_id: str, *, snapshot: bool = False) -> Iterator[None]:
+        """`set_serving` calls of this thread inside the block write their marks without a
+        refresh each; ONE refresh when the block ends (also when it fails) makes all of them
+        searchable before `batch` returns. So a publisher batch pays one refresh, not one per
+        version, and its marks are still visible before any activation. Reads are unaffected."""
+        mf.check_tenant(tenant_id)
+        if getattr(self._local, "deferred", None) is not None:  # nested: the outer block refreshes
+            yield
+            return
+        self._local.deferred = False  # becomes True once a mark is written
+        failed = False
+        try:
+            yield
+        except BaseException:
+            failed = True
+            raise
+        finally:
+            pending, self._local.deferred = self._local.deferred, None
+            if pending:
+                try:
+                    with _transient():
+                        self._es.indices.refresh(index=self._index)
+                except Transient:
+                    if not failed:  # the block's own error wins; marks are idempotent and reconciled
+                        raise
 
     @property
     def index(self) -> str:
@@ -286,7 +315,10 @@ class ElasticsearchTextIndex:
                 return
             for start in range(0, len(ids), _BULK_BATCH):
                 ops = [{"delete": {"_index": self._index, "_id": i}} for i in ids[start:start + _BULK_BATCH]]
-                result = self._es.bulk(operations=ops, refresh=True)
+                deferred = getattr(self._local, "deferred", None) is not None
+                result = self._es.bulk(operations=ops, refresh=not deferred)
+                if deferred:
+                    self._local.deferred = True
                 if result.get("errors"):
                     failures = [it["delete"] for it in result["items"] if it["delete"].get("status") not in (200, 404)]
                     if failures:
@@ -379,7 +411,8 @@ class ElasticsearchTextIndex:
         self._serving_ready = True
 
     def set_serving(self, tenant_id: str, document_id: str, version: int, serving: bool) -> None:
-        """Set `serving` on every chunk of this version (bulk update by id, `refresh=true`).
+        """Set `serving` on every chunk of this version (bulk update by id, `refresh=true`; inside
+        `batch`, one refresh when the block ends).
         Idempotent. A later `write_version` of the version replaces its documents and drops the
         mark, so the publisher re-marks after every load notice and the reconciler repairs it."""
         mf.check_tenant(tenant_id)

@@ -98,6 +98,23 @@ def test_serving_marks(text_index, tenants, cleanup) -> None:
     assert text_index.held_versions(a) == {v1, v2}
 
 
+def test_serving_marks_written_in_a_batch_are_searchable_when_it_ends(text_index, tenants, cleanup) -> None:
+    """The publisher marks a whole batch inside `batch` (Elasticsearch: one refresh at its end)."""
+    a, _ = tenants
+    cleanup.wrote(text_index, a, "contract-7", 1)
+    cleanup.wrote(text_index, a, "other", 1)
+    text_index.write_version(build_doc(a))
+    text_index.write_version(build_doc(a, document_id="other"))
+    both = {("contract-7", 1), ("other", 1)}
+    with text_index.batch(a):
+        text_index.set_serving(a, "contract-7", 1, True)
+        text_index.set_serving(a, "other", 1, True)
+    assert text_index.serving_drift(a, both) == set()
+    with text_index.batch(a), text_index.batch(a):  # nested: the outer block refreshes
+        text_index.set_serving(a, "other", 1, False)
+    assert text_index.serving_drift(a, {("contract-7", 1)}) == set()
+
+
 def test_both_adapters_report_equal_manifests(request, tenants, cleanup) -> None:
     from contract_adapters import TEXT_ADAPTERS, make_text_index
 
