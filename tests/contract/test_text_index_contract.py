@@ -110,7 +110,7 @@ def test_serving_marks_written_in_a_batch_are_searchable_when_it_ends(text_index
         text_index.set_serving(a, "contract-7", 1, True)
         text_index.set_serving(a, "other", 1, True)
     assert text_index.serving_drift(a, both) == set()
-    with text_index.batch(a), text_index.batch(a):  # nested: the outer block refreshes
+    with text_index.batch(a):
         text_index.set_serving(a, "other", 1, False)
     assert text_index.serving_drift(a, {("contract-7", 1)}) == set()
 
