@@ -259,6 +259,8 @@ def fusion_grid(b_hits: dict[str, Any], v_hits: dict[str, Any], qrels: dict[str,
     plain = fusion.overlaps
 
     def overlaps(a: Any, b: Any, share: float = fusion.OVERLAP_SHARE) -> bool:
+        if a.document_id != b.document_id or a.section_id != b.section_id:
+            return False  # `overlaps`' own first test, cheaper than remembering it
         key = (a.chunk_id, b.chunk_id, share)
         if key not in seen:
             seen[key] = plain(a, b, share)
