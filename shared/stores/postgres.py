@@ -396,11 +396,6 @@ class PostgresRelationalStore:
             return vb.write_all_or_each(self._db.transaction, self._write_all, self.write_version, docs)
 
     @staticmethod
-    def _read_manifest(conn: psycopg.Connection[Any], tenant_id: str, document_id: str, version: int) -> StoreManifest:
-        key = (document_id, version)
-        return PostgresRelationalStore._read_manifests(conn, tenant_id, [key])[key]
-
-    @staticmethod
     def _read_manifests(conn: psycopg.Connection[Any], tenant_id: str,
                         keys: Sequence[tuple[str, int]]) -> dict[tuple[str, int], StoreManifest]:
         documents, versions = vb.key_arrays(keys)
