@@ -10,11 +10,20 @@ the newest one already loaded for the document is skipped (returns None) and cha
 `run_load` also writes the version's vectors for every live parallel embedding configuration
 of the tenant (`embedding_migration.write_live_configs`, idempotent upserts) before returning
 the LoadNotice; these are not part of the version's artifacts or fingerprint.
+
+The `*_batch` variants take a runner's micro-batch and return one outcome per message, in order:
+its result or the exception that message alone raised. They run the same per-message code, with
+each tenant's staging reads and writes (and stale checks) in one transaction per store
+(`version_batches.together`: a savepoint per call, one commit per tenant and batch), so a batch
+costs one commit instead of one per payload. A fault of that commit fails the batch as a whole,
+and the runner then handles each message alone.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from manifold.ingest import chunk, embed, embedding_migration, extract, load, parse
 from manifold.ingest.embedding_migration import ParallelVectorStore
@@ -34,6 +43,9 @@ from manifold.shared.embedding_configs import ConfigEmbedders
 from manifold.shared.errors import BadInput
 from manifold.shared.events import DocumentUpserted
 from manifold.shared.ports import EmbeddingCache, GraphStore, RelationalStore, StagingStore, TextIndex
+from manifold.shared.stores.version_batches import together
+
+Result = TypeVar("Result")
 
 
 def current_versions(settings: IngestSettings, embedding: EmbeddingInfo) -> PipelineVersions:
@@ -120,6 +132,24 @@ def run_parse(event: DocumentUpserted, ports: Ports) -> StageNotice | None:
     return _store(ports, event, "parsed", parsed.model_dump_json().encode())
 
 
+def each_by_tenant(tenants: Sequence[str], ports: Ports, step: Callable[[int], Result]) -> list[Result | Exception]:
+    """`step(i)` for each index i of `tenants`, grouped by tenant, each tenant's group inside one
+    staging and one relational transaction (see the module docstring); the exception `step(i)`
+    raised is outcome i."""
+    outcomes: list[Result | Exception | None] = [None] * len(tenants)
+    by_tenant: dict[str, list[int]] = {}
+    for i, tenant in enumerate(tenants):
+        by_tenant.setdefault(tenant, []).append(i)
+    for tenant, where in by_tenant.items():
+        with together((ports.staging, ports.relational), tenant):
+            for i in where:
+                try:
+                    outcomes[i] = step(i)
+                except Exception as err:  # noqa: BLE001 - this message's own outcome
+                    outcomes[i] = err
+    return outcomes  # type: ignore[return-value]  # every index set above
+
+
 def run_chunk(notice: StageNotice, ports: Ports) -> StageNotice:
     parsed = ParsedDocument.model_validate_json(_load(ports, notice, "parsed"))
     return _store(ports, notice, "chunked", chunk.handle(parsed).model_dump_json().encode())
@@ -134,24 +164,25 @@ def run_embed(notice: StageNotice, ports: Ports) -> StageNotice:
 def run_embed_batch(notices: list[StageNotice], ports: Ports) -> list[StageNotice | Exception]:
     """`run_embed` for several notices with one encode call across their documents (cache
     first); one outcome per notice: its StageNotice or the exception that document raised."""
-    outcomes: list[StageNotice | Exception | None] = [None] * len(notices)
-    docs: list[ChunkedDocument] = []
-    where: list[int] = []
-    for i, notice in enumerate(notices):
-        try:
-            docs.append(ChunkedDocument.model_validate_json(_load(ports, notice, "chunked")))
-            where.append(i)
-        except Exception as err:  # noqa: BLE001 - this document's own outcome
-            outcomes[i] = err
-    for i, result in zip(where, embed.handle_batch(docs, ports.embedder, ports.cache), strict=True):
+    tenants = [n.tenant_id for n in notices]
+    loaded = each_by_tenant(
+        tenants, ports, lambda i: ChunkedDocument.model_validate_json(_load(ports, notices[i], "chunked")))
+    docs = [d for d in loaded if isinstance(d, ChunkedDocument)]
+    encoded = iter(embed.handle_batch(docs, ports.embedder, ports.cache))
+    results = [d if isinstance(d, Exception) else next(encoded) for d in loaded]
+
+    def store(i: int) -> StageNotice:
+        result = results[i]
         if isinstance(result, Exception):
-            outcomes[i] = result
-            continue
-        try:
-            outcomes[i] = _store(ports, notices[i], "embedded", result.model_dump_json().encode())
-        except Exception as err:  # noqa: BLE001 - this document's own outcome
-            outcomes[i] = err
-    return outcomes  # type: ignore[return-value]  # no None left: every index set above
+            raise result
+        return _store(ports, notices[i], "embedded", result.model_dump_json().encode())
+
+    return each_by_tenant(tenants, ports, store)
+
+
+def run_chunk_batch(notices: list[StageNotice], ports: Ports) -> list[StageNotice | Exception]:
+    """`run_chunk` for each notice, its staging I/O batched per tenant (module docstring)."""
+    return each_by_tenant([n.tenant_id for n in notices], ports, lambda i: run_chunk(notices[i], ports))
 
 
 def run_extract(notice: StageNotice, ports: Ports) -> StageNotice:
@@ -170,20 +201,29 @@ def run_load(notice: StageNotice, ports: Ports) -> LoadNotice | None:
     return loaded
 
 
+def run_extract_batch(notices: list[StageNotice], ports: Ports) -> list[StageNotice | Exception]:
+    """`run_extract` for each notice, its staging I/O batched per tenant (module docstring)."""
+    return each_by_tenant([n.tenant_id for n in notices], ports, lambda i: run_extract(notices[i], ports))
+
+
 def run_load_batch(notices: list[StageNotice], ports: Ports) -> list[LoadNotice | None | Exception]:
     """`run_load` for several notices: stale versions are skipped (None), the rest are written
     with `load.handle_batch` (one transaction per store and tenant); one outcome per notice."""
+    def read(i: int) -> ExtractedDocument | None:
+        n = notices[i]
+        if _is_stale(ports, n.tenant_id, n.document_id, n.version):
+            return None
+        return ExtractedDocument.model_validate_json(_load(ports, n, "extracted"))
+
     outcomes: list[LoadNotice | None | Exception] = [None] * len(notices)
-    docs: list[ExtractedDocument] = []
     where: list[int] = []
-    for i, notice in enumerate(notices):
-        try:
-            if _is_stale(ports, notice.tenant_id, notice.document_id, notice.version):
-                continue
-            docs.append(ExtractedDocument.model_validate_json(_load(ports, notice, "extracted")))
+    docs: list[ExtractedDocument] = []
+    for i, doc in enumerate(each_by_tenant([n.tenant_id for n in notices], ports, read)):
+        if isinstance(doc, ExtractedDocument):
             where.append(i)
-        except Exception as err:  # noqa: BLE001 - this document's own outcome
-            outcomes[i] = err
+            docs.append(doc)
+        elif isinstance(doc, Exception):
+            outcomes[i] = doc
     for i, doc, result in zip(where, docs, load.handle_batch(docs, ports.relational, ports.text, ports.graph),
                               strict=True):
         if isinstance(result, LoadNotice) and ports.vectors is not None:

@@ -35,9 +35,8 @@ Guarantees:
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -54,6 +53,7 @@ from manifold.shared.ports import (
     VersionManifest,
     VersionStore,
 )
+from manifold.shared.stores.version_batches import together
 
 log = logging.getLogger(__name__)
 
@@ -170,17 +170,6 @@ def handle(message: LoadNotice | DocumentDeleted, ports: PublishPorts) -> None:
     return None
 
 
-@contextlib.contextmanager
-def _together(stores: tuple[object, ...], tenant_id: str, *, snapshot: bool = False) -> Iterator[None]:
-    """One transaction per store for the block where the store offers `batch` (else per call)."""
-    with contextlib.ExitStack() as stack:
-        for store in stores:
-            batch = getattr(store, "batch", None)
-            if batch is not None:
-                stack.enter_context(batch(tenant_id, snapshot=snapshot))
-        yield
-
-
 def _each(items: list[int], outcomes: dict[int, object], step: Callable[[int], None]) -> None:
     """Run `step` for every item still without an outcome; an exception is that item's outcome."""
     for i in items:
@@ -206,10 +195,10 @@ def _publish_many(notices: list[LoadNotice], ports: PublishPorts) -> dict[int, o
         else:
             live.append(i)
 
-    with _together((ports.manifest,), tenant):
+    with together((ports.manifest,), tenant):
         _each(order, out, stage)
     problems: dict[int, list[str]] = {}
-    with _together(ports.stores, tenant, snapshot=True):  # one read per store for the whole batch
+    with together(ports.stores, tenant, snapshot=True):  # one read per store for the whole batch
         try:
             problems = dict(zip(live, verify_many([notices[i] for i in live], ports), strict=True))
         except Transient:
@@ -221,16 +210,16 @@ def _publish_many(notices: list[LoadNotice], ports: PublishPorts) -> dict[int, o
             d = notices[i].doc
             out[i] = Transient(f"{d.document_id}@{d.version} not verified: " + "; ".join(problems[i]))
     key = {i: (notices[i].doc.document_id, notices[i].doc.version) for i in live}
-    with _together((ports.manifest,), tenant):
+    with together((ports.manifest,), tenant):
         _each(live, out, lambda i: ports.manifest.mark_verified(tenant, *key[i]))
-    with _together(ports.marked, tenant):  # committed before any activation
+    with together(ports.marked, tenant):  # committed before any activation
         _each(live, out, lambda i: _mark(ports, tenant, *key[i], True))
     results: dict[int, Activation] = {}
-    with _together((ports.manifest,), tenant):
+    with together((ports.manifest,), tenant):
         _each(live, out, lambda i: results.__setitem__(i, ports.manifest.activate(tenant, *key[i])))
     unmark = [(key[i][0], key[i][1]) for i, r in results.items() if not r.activated]
     unmark += [(key[i][0], old) for i, r in results.items() for old in r.retired]
-    with _together(ports.marked, tenant):  # after the activations committed
+    with together(ports.marked, tenant):  # after the activations committed
         for doc_id, v in unmark:
             _mark(ports, tenant, doc_id, v, False)
     for i, r in results.items():

@@ -170,6 +170,12 @@ def _parse_step(ports: pipeline.Ports) -> Callable[[DocumentUpserted | DocumentD
     return step
 
 
+def _parse_batch(ports: pipeline.Ports) -> Callable[[list[DocumentUpserted | DocumentDeleted]], list[Any]]:
+    """`_parse_step` for a micro-batch, its staging I/O and stale checks batched per tenant."""
+    step = _parse_step(ports)
+    return lambda events: pipeline.each_by_tenant([e.tenant_id for e in events], ports, lambda i: step(events[i]))
+
+
 def _sink(role: str) -> str:
     sink = topics.STAGES[role].sink
     assert sink is not None, f"{role} has no downstream topic"
@@ -225,14 +231,16 @@ def stage_specs(ports: pipeline.Ports, settings: ManifoldSettings | None = None)
     first = ProducerRegistry.from_settings(settings).verifying(parse_event)
     src = topics.STAGE_SOURCES  # where each role reads and writes: shared/topics.py TOPOLOGY
     specs: dict[str, StageSpec[Any, Any]] = {
-        "parse": StageSpec("parse", src["parse"], first, _parse_step(ports), _parse_route),
+        "parse": StageSpec("parse", src["parse"], first, _parse_step(ports), _parse_route,
+                           step_batch=_parse_batch(ports)),
         "chunk": StageSpec("chunk", src["chunk"], notice, lambda n: pipeline.run_chunk(n, ports),
-                           _notice_out(_sink("chunk"))),
+                           _notice_out(_sink("chunk")), step_batch=lambda ns: pipeline.run_chunk_batch(ns, ports)),
         "embed": StageSpec("embed", src["embed"], notice, lambda n: pipeline.run_embed(n, ports),
                            _notice_out(_sink("embed")),
                            step_batch=lambda ns: pipeline.run_embed_batch(ns, ports)),
         "extract": StageSpec("extract", src["extract"], notice, lambda n: pipeline.run_extract(n, ports),
-                             _notice_out(_sink("extract"))),
+                             _notice_out(_sink("extract")),
+                             step_batch=lambda ns: pipeline.run_extract_batch(ns, ports)),
         "load": StageSpec("load", src["load"], notice, lambda n: pipeline.run_load(n, ports),
                           _load_route, step_batch=lambda ns: pipeline.run_load_batch(ns, ports)),
     }

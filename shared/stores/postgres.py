@@ -464,6 +464,12 @@ class PostgresStagingStore:
     def from_settings(cls, settings: ManifoldSettings, *, password: str | None = None) -> PostgresStagingStore:
         return cls(_ingest_conninfo(settings, password))
 
+    def batch(self, tenant_id: str, *, snapshot: bool = False) -> contextlib.AbstractContextManager[None]:
+        """Every put and get of `tenant_id` this thread makes inside the block shares one
+        transaction, each in its own savepoint (`TenantConnections.batch`): one commit for a
+        stage's micro-batch instead of one per payload; a failed call undoes only its own write."""
+        return self._db.batch(tenant_id, snapshot=snapshot)
+
     def put_blob(self, tenant_id: str, content: bytes) -> str:
         digest = hashlib.sha256(content).hexdigest()
         with self._db.transaction(tenant_id) as conn:

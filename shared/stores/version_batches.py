@@ -6,12 +6,14 @@ turns each document's own exception into its outcome and never swallows a failur
 batch (that is raised by the adapter's transaction around it); `write_all_or_each` writes a batch
 with a fixed number of statements and falls back to `write_each` when any part of it fails, so
 the outcome per document is the same as writing each alone; `key_arrays` gives the
-(document ids, versions) parameter arrays of a key set, de-duplicated, in a stable order.
+(document ids, versions) parameter arrays of a key set, de-duplicated, in a stable order;
+`together` holds one transaction per store for a block, where the store offers `batch(tenant)`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import TypeVar
 
@@ -20,6 +22,19 @@ from manifold.shared.stores import manifest as mf
 
 VersionKey = tuple[str, int]
 Conn = TypeVar("Conn")
+
+
+@contextlib.contextmanager
+def together(stores: Sequence[object], tenant_id: str, *, snapshot: bool = False) -> Iterator[None]:
+    """One transaction per store for the block where the store offers `batch(tenant_id)` (each
+    call inside runs in a savepoint of it and commits at the end of the block); a store without
+    `batch` keeps one transaction per call."""
+    with contextlib.ExitStack() as stack:
+        for store in stores:
+            batch = getattr(store, "batch", None)
+            if batch is not None:
+                stack.enter_context(batch(tenant_id, snapshot=snapshot))
+        yield
 
 
 def one_tenant(docs: Sequence[ExtractedDocument]) -> str | None:
