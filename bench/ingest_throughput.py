@@ -131,6 +131,23 @@ def load_corpus(path: Path, n: int) -> list[tuple[str, str]]:
     return docs
 
 
+def publish(client: Any, tenant: str, docs: list[tuple[str, str]]) -> list[tuple[str, int]]:
+    """Publish `docs` as `manifold ingest` does (`UpstreamClient.publish_many`, `PUBLISH_BATCH` at
+    a time); returns the (document, version) keys published."""
+    from manifold.ingest.upstream import PUBLISH_BATCH, Upload
+
+    keys = []
+    for start in range(0, len(docs), PUBLISH_BATCH):
+        part = docs[start:start + PUBLISH_BATCH]
+        outcomes = client.publish_many(tenant, [Upload(d, c.encode(), "text/plain") for d, c in part])
+        for (doc_id, _), version in zip(part, outcomes, strict=True):
+            if isinstance(version, Exception):
+                raise version
+            if version is not None:
+                keys.append((doc_id, version))
+    return keys
+
+
 def _tenant_conn(settings: ManifoldSettings, tenant: str):  # type: ignore[no-untyped-def]
     conn = psycopg.connect(settings.postgres.ingest_conninfo())
     conn.execute("SELECT set_config('manifold.tenant_id', %s, false)", (tenant,))
@@ -224,8 +241,7 @@ class Embedded:
         self.start = {role: self.bus.end_offsets(src) for role, src in _sources().items()}
 
     def run(self, tenant: str, docs: list[tuple[str, str]]) -> int:
-        for doc_id, content in docs:
-            self.client.publish_bytes(tenant, doc_id, content.encode(), "text/plain")
+        publish(self.client, tenant, docs)
         report = self.pipeline.drain(progress=_stage_progress())
         return len(report.dead_letters)
 
@@ -263,11 +279,7 @@ class Distributed:
         """Publish `docs` and wait until every version published is active in PostgreSQL's
         version manifest or its document was dead-lettered (what the run counts as done)."""
         failed0 = _sample(metrics.FAILED, None, "_total")
-        keys = []
-        for doc_id, content in docs:
-            version = self.client.publish_bytes(tenant, doc_id, content.encode(), "text/plain")
-            if version is not None:
-                keys.append((doc_id, version))
+        keys = publish(self.client, tenant, docs)
         t0 = last = time.perf_counter()
         while True:
             done = active_versions(self.settings, tenant, keys)

@@ -13,6 +13,7 @@ after a worker was killed mid-pipeline.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -94,6 +95,12 @@ class Timeline:
 class PostgresVersionLedger:
     def __init__(self, conninfo: str) -> None:
         self._db = TenantConnections(conninfo)
+
+    def batch(self, tenant_id: str, *, snapshot: bool = False) -> contextlib.AbstractContextManager[None]:
+        """Every `reserve` / `confirm` of `tenant_id` this thread makes inside the block shares
+        one transaction (a savepoint each, one commit at the end; `TenantConnections.batch`).
+        Reservations hold their documents' advisory locks until that commit."""
+        return self._db.batch(tenant_id, snapshot=snapshot)
 
     def reserve(self, tenant_id: str, document_id: str, content_sha256: str | None) -> int | None:
         with self._db.transaction(tenant_id) as conn:

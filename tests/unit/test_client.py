@@ -177,3 +177,65 @@ def test_events_are_signed_by_the_configured_producer() -> None:
     for _, _, event in client.producer.sent:
         assert event.producer == "crm" and event.signature.startswith("hmac-sha256:")
         assert registry.verify(event) is event
+
+
+@dataclass
+class BatchingLedger(FakeLedger):
+    """FakeLedger that records which calls ran inside one `batch` block (one transaction)."""
+
+    blocks: list = field(default_factory=list)
+    _open: list | None = None
+
+    def batch(self, tenant_id, *, snapshot=False):
+        import contextlib
+
+        @contextlib.contextmanager
+        def block():
+            self._open = []
+            yield
+            self.blocks.append((tenant_id, self._open))
+            self._open = None
+        return block()
+
+    def reserve(self, tenant_id, document_id, content_sha256):
+        if self._open is not None:
+            self._open.append(("reserve", document_id))
+        return super().reserve(tenant_id, document_id, content_sha256)
+
+    def confirm(self, tenant_id, document_id, version):
+        if self._open is not None:
+            self._open.append(("confirm", document_id))
+        super().confirm(tenant_id, document_id, version)
+
+
+def test_publish_many_reserves_then_sends_then_confirms_each_phase_once() -> None:
+    from manifold.ingest.upstream import Upload
+
+    ledger = BatchingLedger()
+    client = UpstreamClient(FakeProducer(), ledger, FakeStaging(), max_document_bytes=10_000_000)
+    client.publish_bytes("acme", "same.txt", b"unchanged", "text/plain")
+    ledger.blocks.clear()
+    uploads = [Upload("b.txt", b"bee", "text/plain"), Upload("bad", b"x", "not a media type"),
+               Upload("a.txt", b"ay", "text/plain"), Upload("same.txt", b"unchanged", "text/plain")]
+    outcomes = client.publish_many("acme", uploads)
+    assert outcomes[0] == 1 and outcomes[2] == 1 and outcomes[3] is None
+    assert isinstance(outcomes[1], ValueError) and "invalid document event" in str(outcomes[1])
+    # one transaction of reservations (document id order: one lock order for every publisher),
+    # one of confirmations, and only for the events the bus acknowledged
+    assert ledger.blocks == [("acme", [("reserve", "a.txt"), ("reserve", "b.txt"), ("reserve", "same.txt")]),
+                             ("acme", [("confirm", "a.txt"), ("confirm", "b.txt")])]
+    assert [k for _, k, _ in client.producer.sent[1:]] == [b"acme/a.txt", b"acme/b.txt"]
+
+
+def test_publish_many_confirms_nothing_when_the_bus_does_not_acknowledge() -> None:
+    from manifold.ingest.upstream import Upload
+    from manifold.shared.errors import Transient
+
+    producer = FakeProducer(down=True)
+    client = UpstreamClient(producer, FakeLedger(), FakeStaging(), max_document_bytes=10_000_000)
+    uploads = [Upload(f"d{i}.txt", f"doc {i}".encode(), "text/plain") for i in range(3)]
+    with pytest.raises(Transient):
+        client.publish_many("acme", uploads)
+    producer.down = False
+    assert client.publish_many("acme", uploads) == [1, 1, 1]  # resent with the same versions
+    assert client.publish_many("acme", uploads) == [None, None, None]  # now confirmed: unchanged
