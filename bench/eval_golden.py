@@ -524,6 +524,7 @@ def summarise(items: list[dict[str, Any]], records: list[dict[str, Any]]) -> dic
         "failures": failures,
         "per_item": [{"id": r["id"], "status": r["status"], "route": r["route"], "intents": r["intents"],
                       "latency_ms": r["latency_ms"], "citations_complete": r["citations"]["complete"],
+                      **({"evidence_recall": r["evidence_recall"]} if "evidence_recall" in r else {}),
                       **({"citation_problems": r["citations"]} if not r["citations"]["complete"] else {})}
                      for r in records],
     }

@@ -24,6 +24,17 @@
      lowest normalised value (0 for min-max). A hit without a store score (exact identity hits)
      normalises to the branch maximum.
    A branch missing from `weights` has weight 0.
+   **Document support** (`document_support` = s in [0, 1], default 0): a document's *lead*
+   chunks (its best candidate in the BM25 or the vector branch; never the exact branch) also
+   draw on the document's best showing in the other branch, scaled by s. A lead's contribution
+   from branch b is the larger of its own and s times its document's best: for RRF
+   `max(w_b / (k + rank_b), s * w_b / (k + doc_rank_b))`, for normalised fusion
+   `w_b * max(norm_b, absent_b + s * (doc_norm_b - absent_b))`, where doc_rank_b / doc_norm_b
+   are the best rank / normalised score of any candidate of the same document in branch b.
+   With s = 0 this is plain chunk-level fusion. With s = 1 a document that one branch finds by
+   its title chunk and the other by its body is ranked by both (as document-level fusion would
+   rank it), instead of being split into two weak candidates; a chunk that leads no branch
+   keeps only its own evidence, so a weak chunk of a strong document does not ride on it.
 4. **Identity boost (deterministic).** Candidates carrying an exact identity hit
    (`TextHit.identity`) sort before every other candidate; within each group the order is fused
    score descending, then best rank, then chunk id. So an exact id match is never outranked by
@@ -39,7 +50,7 @@ fused score; each `Fused` keeps every branch's original rank in `ranks`.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 
@@ -203,37 +214,89 @@ def normaliser(scores: Sequence[float | None], method: str) -> tuple[dict[float,
     raise ValueError(f"unknown score normalisation {method!r} (expected one of {FUSION_METHODS})")
 
 
+SUPPORTING_BRANCHES = ("bm25", "vector")
+"""Branches whose evidence a chunk may share with its document (an exact hit is the chunk's own)."""
+
+
+def rrf_scores(candidates: Sequence[_Candidate], weights: Mapping[str, float], k: int,
+               support: float = 0.0) -> list[float]:
+    """Weighted RRF per candidate, with document support `support` (module docstring, step 3)."""
+    def own(cand: _Candidate, branch: str) -> float:
+        return rrf_score({branch: cand.ranks[branch]}, weights, k) if branch in cand.ranks else 0.0
+
+    best, leads = _document_best(candidates, own)
+    out = []
+    for cand in candidates:
+        total = 0.0
+        for branch in weights:
+            value = own(cand, branch)
+            if support and id(cand) in leads:
+                value = max(value, support * best.get((branch, cand.hit.document_id), 0.0))
+            total += value
+        out.append(total)
+    return out
+
+
 def normalised_scores(candidates: Sequence[_Candidate], branches: Mapping[str, Sequence[TextHit]],
-                      weights: Mapping[str, float], method: str) -> list[float]:
-    """Convex combination of per-branch normalised store scores (module docstring, step 3)."""
+                      weights: Mapping[str, float], method: str, support: float = 0.0) -> list[float]:
+    """Convex combination of per-branch normalised store scores, with document support `support`
+    (module docstring, step 3)."""
     tables = {}
     for branch, hits in branches.items():
         table, absent = normaliser([h.score for h in hits], method)
         top = max(table.values()) if table else 1.0
         tables[branch] = (table, absent, top)
+
+    def own(cand: _Candidate, branch: str) -> float:
+        table, absent, top = tables[branch]
+        if branch not in cand.ranks:
+            return absent
+        score = cand.scores.get(branch)
+        return top if score is None else table[score]
+
+    best, leads = _document_best(candidates, own)
     out = []
     for cand in candidates:
         total = 0.0
-        for branch, (table, absent, top) in tables.items():
+        for branch, (_, absent, _) in tables.items():
             w = weights.get(branch, 0.0)
             if not w:
                 continue
-            if branch not in cand.ranks:
-                total += w * absent
-            else:
-                score = cand.scores.get(branch)
-                total += w * (top if score is None else table[score])
+            value = own(cand, branch)
+            doc = best.get((branch, cand.hit.document_id))
+            if support and doc is not None and id(cand) in leads:
+                value = max(value, absent + support * (doc - absent))
+            total += w * value
         out.append(total)
     return out
 
 
+def _document_best(candidates: Sequence[_Candidate], value: Callable[[_Candidate, str], float],
+                   ) -> tuple[dict[tuple[str, str], float], set[int]]:
+    """(branch, document id) -> the largest `value` of the document's candidates in that
+    supporting branch; and the leads: `id()` of each document's best candidate per supporting
+    branch (the first in candidate order on a tie)."""
+    best: dict[tuple[str, str], float] = {}
+    lead: dict[tuple[str, str], int] = {}
+    for cand in candidates:
+        for branch in cand.ranks:
+            if branch in SUPPORTING_BRANCHES:
+                key = (branch, cand.hit.document_id)
+                v = value(cand, branch)
+                if key not in best or v > best[key]:
+                    best[key], lead[key] = v, id(cand)
+    return best, set(lead.values())
+
+
 def fuse(branches: Mapping[str, Sequence[TextHit]], *, k: int, weights: Mapping[str, float],
          per_document_cap: int, limit: int, failed: Mapping[str, str] | None = None,
-         method: str = "rrf") -> Fusion:
+         method: str = "rrf", document_support: float = 0.0) -> Fusion:
     """Union, deduplicate, score (`method`: weighted RRF or normalised score fusion),
     identity-first order, per-document cap, parent aggregation (see the module docstring)."""
     if method not in FUSION_METHODS:
         raise ValueError(f"unknown fusion method {method!r} (expected one of {FUSION_METHODS})")
+    if not 0.0 <= document_support <= 1.0:
+        raise ValueError(f"document_support must be within [0, 1], got {document_support}")
     failed = dict(failed or {})
     gaps = tuple(Gap(kind="degraded", step=None, detail=f"{branch} branch failed: {reason}")
                  for branch, reason in sorted(failed.items(), key=lambda kv: _branch_index(kv[0])))
@@ -242,9 +305,10 @@ def fuse(branches: Mapping[str, Sequence[TextHit]], *, k: int, weights: Mapping[
     total = sum(len(h) for h in live.values())
     merged = deduplicate(candidates)
     if method == "rrf":
-        scored = [(c, rrf_score(c.ranks, weights, k)) for c in merged]
+        scores = rrf_scores(merged, weights, k, document_support)
     else:
-        scored = list(zip(merged, normalised_scores(merged, live, weights, method), strict=True))
+        scores = normalised_scores(merged, live, weights, method, document_support)
+    scored = list(zip(merged, scores, strict=True))
     scored.sort(key=lambda cs: (not cs[0].identity, -cs[1], min(cs[0].ranks.values()), cs[0].hit.chunk_id))
     per_doc: dict[str, int] = {}
     kept: list[tuple[_Candidate, float]] = []

@@ -79,6 +79,12 @@ def _intent(route: Any, name: str) -> float:
     return max((i.confidence for i in route.intents if i.type == name), default=0.0)
 
 
+def text_query_class(route: Any) -> str:
+    """The fusion class of a routed question's passage search: `lexical` when the router's
+    lexical intent outweighs its semantic one, else `semantic` (settings `fusion_method`)."""
+    return "lexical" if _intent(route, "lexical") > _intent(route, "semantic") else "semantic"
+
+
 def _period(route: Any) -> dict[str, str] | None:
     if route.time is None:
         return None
@@ -116,7 +122,7 @@ def compile_plan(route: Any, question: str, *, as_of: date) -> Plan:
         query = (route.topic or question).strip()
         if not query:
             raise PlanningGap("the question has no searchable topic, identifier or anchor")
-        query_class = "lexical" if _intent(route, "lexical") > _intent(route, "semantic") else "semantic"
+        query_class = text_query_class(route)
         steps.append({"id": "passages", "operator": "hybrid_search", "optional": bool(steps),
                       "params": {"query": query[:1000], "limit": 5, "query_class": query_class,
                                  **({"identifiers": identifiers} if identifiers else {})}})

@@ -11,8 +11,9 @@ Guarantees of `HybridExecutor.run(params, *, tenant_id, timeout_s)`:
 - Fusion is `manifold.query.fusion.fuse` with the method of
   `settings.fusion_method[params.query_class]` (else `["default"]`): weighted RRF with
   `k = settings.rrf_k` and `settings.rrf_weights[class]`, or normalised score fusion (min-max or
-  z-score) with `settings.score_weights[class]`; then union, dedup (chunk id, content hash,
-  overlap), identity hits first, per-document cap, at most `params.limit` chunks.
+  z-score) with `settings.score_weights[class]`, with `settings.fusion_document_support`; then
+  union, dedup (chunk id, content hash, overlap), identity hits first, per-document cap, at most
+  `params.limit` chunks.
   `result["fusion"]` names the method used.
 - Output hits carry the fused rank and score; each evidence item carries every branch's original
   rank in `claims["ranks"]`, the branches in `routes`, and merged duplicate ids in
@@ -126,7 +127,8 @@ class HybridExecutor:
                             "; ".join(f"{b}: {r}" for b, r in failed.items()))
         method, weights = fusion_choice(self._settings, params.query_class)
         fusion = fuse({b: r.hits for b, r in results.items()}, k=self._settings.rrf_k, weights=weights,
-                      per_document_cap=params.per_document_cap, limit=params.limit, failed=failed, method=method)
+                      per_document_cap=params.per_document_cap, limit=params.limit, failed=failed, method=method,
+                      document_support=self._settings.fusion_document_support)
         clock = StoreClock()
         with clock, self._db.transaction(tenant_id) as conn:
             checked, dropped = final_check(conn, tenant_id, [f.hit for f in fusion.hits])

@@ -203,3 +203,58 @@ def test_fusion_choice_reads_the_class_then_the_default() -> None:
                       rrf_weights={"default": {"bm25": 1.0, "vector": 1.0}, "exact": {"exact": 2.0}})
     assert fusion_choice(q, "semantic") == ("minmax", {"bm25": 0.4, "vector": 0.6})
     assert fusion_choice(q, "exact") == ("rrf", {"exact": 2.0})
+
+
+# ---- document support ---------------------------------------------------------------------------
+
+def _split_document() -> dict[str, list[TextHit]]:
+    """d1 is found by BM25 through its title chunk t and by the vector branch through its body
+    chunk b; d2's chunk x is a close second in both branches; d1's chunk w is last in BM25."""
+    return {
+        "bm25": [scored("t", 1, 9.0, doc="d1"), scored("x", 2, 8.5, doc="d2"), scored("w", 3, 5.0, doc="d1")],
+        "vector": [scored("b", 1, 0.9, "vector", doc="d1"), scored("x", 2, 0.85, "vector", doc="d2"),
+                   scored("z", 3, 0.5, "vector", doc="d3")],
+    }
+
+
+def test_without_support_a_document_found_by_two_chunks_is_split_into_weak_candidates() -> None:
+    out = fuse(_split_document(), k=K, weights={"bm25": 0.5, "vector": 0.5}, per_document_cap=1, limit=10,
+               method="minmax")
+    # x is close behind in both branches; t and b each count in one branch only
+    assert [d.document_id for d in out.documents] == ["d2", "d1", "d3"]
+
+
+@pytest.mark.parametrize("method", ["minmax", "zscore", "rrf"])
+def test_full_support_ranks_the_document_by_both_branches(method: str) -> None:
+    out = fuse(_split_document(), k=K, weights={"bm25": 0.5, "vector": 0.5}, per_document_cap=1, limit=10,
+               method=method, document_support=1.0)
+    # d1 leads both branches (represented by t or b: equal score and rank), d2 is second in both
+    assert [d.document_id for d in out.documents] == ["d1", "d2", "d3"]
+    assert out.hits[0].hit.chunk_id in ("t", "b")
+
+
+def test_support_lifts_only_a_documents_lead_chunks_and_scales_with_its_strength() -> None:
+    branches = _split_document()
+    weights = {"bm25": 0.5, "vector": 0.5}
+    full = fuse(branches, k=K, weights=weights, per_document_cap=3, limit=10, method="minmax", document_support=1.0)
+    scores = {f.hit.chunk_id: f.score for f in full.hits}
+    # bm25 min-max: t 1, x 0.875, w 0; vector: b 1, x 0.875, z 0. The leads t and b carry d1's best
+    # of both branches; w, a weaker chunk of d1, keeps its own evidence
+    assert scores == pytest.approx({"t": 1.0, "b": 1.0, "x": 0.875, "w": 0.0, "z": 0.0})
+    half = fuse(branches, k=K, weights=weights, per_document_cap=3, limit=10, method="minmax", document_support=0.5)
+    got = {f.hit.chunk_id: f.score for f in half.hits}
+    assert got == pytest.approx({"t": 0.75, "b": 0.75, "x": 0.875, "w": 0.0, "z": 0.0})
+    none = fuse(branches, k=K, weights=weights, per_document_cap=3, limit=10, method="minmax")
+    got = {f.hit.chunk_id: f.score for f in none.hits}
+    assert got == pytest.approx({"t": 0.5, "b": 0.5, "x": 0.875, "w": 0.0, "z": 0.0})
+
+
+def test_support_never_comes_from_the_exact_branch_and_is_bounded() -> None:
+    branches = {"exact": [scored("id", 1, None, "exact", doc="d1").model_copy(update={"identity": True})],
+                "bm25": [scored("other", 1, 4.0, doc="d1"), scored("y", 2, 2.0, doc="d2")]}
+    out = fuse(branches, k=K, weights={"exact": 1.0, "bm25": 0.5}, per_document_cap=2, limit=10, method="minmax",
+               document_support=1.0)
+    got = {f.hit.chunk_id: f.score for f in out.hits}
+    assert got["other"] == pytest.approx(0.5)  # its own BM25 score only: the exact hit lends nothing
+    with pytest.raises(ValueError, match="document_support"):
+        fuse(branches, k=K, weights=W, per_document_cap=1, limit=1, document_support=1.5)
