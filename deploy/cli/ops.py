@@ -1,4 +1,4 @@
-"""Operating the stores: `manifold status`, `trace`, `reconcile`, `gc` and `purge-tenant`."""
+"""Operating the stores: `manifold status`, `trace`, `reconcile`, `switch-index`, `gc` and `purge-tenant`."""
 
 from __future__ import annotations
 
@@ -104,6 +104,51 @@ def _reconcile(args: argparse.Namespace) -> int:
     return 0 if args.repair or not report.findings else 3
 
 
+def _switch_index(args: argparse.Namespace) -> int:
+    """Step 4 of an analysis rollout (README "Rolling out an analysis change"): point the serving
+    alias at the index this code writes, only once `reconcile` finds it complete."""
+    import json
+
+    from manifold.deploy.compose import profiles
+    from manifold.ingest import reconciler
+    from manifold.shared.config import ManifoldSettings
+
+    settings = ManifoldSettings()
+    if settings.profile == "embedded":
+        print("the embedded profile has no Elasticsearch index: its text rows are rewritten in place by "
+              "`manifold reconcile --repair`; nothing to switch")
+        return 0
+    ports = profiles.lifecycle_ports(settings)
+    text: Any = ports.text
+    text.ensure_index()
+    serving = sorted(text.alias_targets())
+    out: dict[str, Any] = {"alias": text.alias, "index": text.index, "serving_before": serving}
+    if serving == [text.index]:
+        out["switched"] = False
+    else:
+        report = reconciler.reconcile(ports, None, repair_drift=False, grace_s=settings.ingest.gc_grace_s)
+        missing = [f for f in report.findings if f.store == "elasticsearch" and f.kind == "missing"]
+        if (missing or report.failed) and not args.force:
+            out.update(switched=False, missing_versions=len(missing), failed=list(report.failed))
+            if args.json:
+                print(json.dumps(out, indent=2))
+            else:
+                failed = f" and {len(report.failed)} store check(s) failed" if report.failed else ""
+                print(f"not switched: {len(missing)} active version(s) are missing from {text.index}{failed}; "
+                      "run `manifold reconcile --repair` first (or pass --force)", file=sys.stderr)
+            return 3
+        text.switch_alias()
+        out["switched"] = True
+    out["serving_after"] = sorted(text.alias_targets())
+    if args.json:
+        print(json.dumps(out, indent=2))
+    elif out["switched"]:
+        print(f"{out['alias']} now serves {out['index']} (was: {', '.join(serving) or 'nothing'})")
+    else:
+        print(f"{out['alias']} already serves {out['index']}")
+    return 0
+
+
 def _gc(args: argparse.Namespace) -> int:
     import json
 
@@ -203,6 +248,16 @@ def register(sub: Any) -> None:
     reconcile.add_argument("--json", action="store_true", help="machine-readable output")
     reconcile.set_defaults(run=_reconcile)
 
+    switch = sub.add_parser(
+        "switch-index",
+        help="point the Elasticsearch serving alias at the index this version of manifold writes",
+        description="Step 4 of rolling out an analysis or index-schema change (README): refuses (exit 3) while "
+        "`reconcile` finds active versions missing from the new index, unless --force. Idempotent.",
+    )
+    switch.add_argument("--force", action="store_true", help="switch even if versions are missing from the new index")
+    switch.add_argument("--json", action="store_true", help="machine-readable output")
+    switch.set_defaults(run=_switch_index)
+
     gc_cmd = sub.add_parser(
         "gc",
         help="erase what deleted documents left (staging, embedded bus) and purge retired versions past the grace",
@@ -226,5 +281,5 @@ def register(sub: Any) -> None:
     purge.add_argument("tenant", metavar="TENANT")
     purge.add_argument("--yes", action="store_true", help="do not ask for confirmation (scripts)")
     purge.set_defaults(run=_purge_tenant)
-    for command in (status, trace, reconcile, gc_cmd, purge):
+    for command in (status, trace, reconcile, switch, gc_cmd, purge):
         add_profile(command)

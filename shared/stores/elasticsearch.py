@@ -159,6 +159,11 @@ class ElasticsearchTextIndex:
                         raise
 
     @property
+    def alias(self) -> str | None:
+        """The serving alias queries read through (None: this adapter serves no alias)."""
+        return self._alias
+
+    @property
     def index(self) -> str:
         return self._index
 
