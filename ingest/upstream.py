@@ -45,7 +45,7 @@ from manifold.shared.events import (
     MetadataValue,
     upserted,
 )
-from manifold.shared.messaging import Deliveries, Producer, send_and_wait
+from manifold.shared.messaging import Deliveries, Producer
 from manifold.shared.ports import StagingStore
 from manifold.shared.stores.version_batches import together
 
@@ -107,13 +107,10 @@ class UpstreamClient:
         return event if self.signer is None else self.signer(event)
 
     def _send(self, event: Any) -> None:
-        """Produce the event and wait for the ack, inside the span that starts the version's
-        trace: the `traceparent` header makes every stage's span a child of it."""
-        attributes = {"manifold.tenant_id": event.tenant_id, "manifold.document_id": event.document_id,
-                      "manifold.version": event.version}
-        with tracing.span("upstream publish", attributes=attributes):
-            send_and_wait(self.producer, topics.DOCUMENTS, event.key, event.model_dump_json().encode(),
-                          headers=tracing.inject())
+        """Produce one event (`_produce`) and wait until the bus acknowledged it."""
+        deliveries = Deliveries(self.producer, 30.0)
+        self._produce(deliveries, event)
+        deliveries.flush()
 
     def publish_bytes(
         self,
