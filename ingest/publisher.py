@@ -26,9 +26,11 @@ Guarantees:
   transaction per store and tenant per phase where the store offers `batch(tenant)` (the
   PostgreSQL adapters): stage all, verify all (one `manifests` read per store for the whole
   batch: one query per store and kind, each version compared with its own expected manifests), mark verified,
-  set the new marks (committed before any activation), activate (each version in its own
+  set the new marks (one `set_serving_many` per marked store for the whole batch, committed
+  before any activation; if it fails, each version is marked alone), activate (each version in its own
   savepoint, so each switch stays atomic, and only versions whose own checksums matched), then
-  clear the marks of retired versions (after the activations commit). Deletes keep their place
+  clear the marks of retired versions (one `set_serving_many` per store, after the activations
+  commit). Deletes keep their place
   in the batch (notices before a delete are published before it, those after it after it).
   Outcomes stay per message: a version that does not verify is that message's `Transient`.
 """
@@ -86,6 +88,22 @@ class PublishPorts:
 def _mark(ports: PublishPorts, tenant: str, document_id: str, version: int, serving: bool) -> None:
     for store in ports.marked:
         store.set_serving(tenant, document_id, version, serving)
+
+
+def _mark_all(ports: PublishPorts, tenant: str, keys: dict[int, tuple[str, int]], serving: bool,
+              out: dict[int, object]) -> None:
+    """Mark the versions `keys` (item -> version) with ONE `set_serving_many` per store, committed
+    when this returns; if that fails, each version is marked alone and a failure is that item's
+    own outcome in `out` (marks are idempotent, so repeating part of the batch is harmless)."""
+    if not keys:
+        return
+    try:
+        with together(ports.marked, tenant):
+            for store in ports.marked:
+                store.set_serving_many(tenant, list(keys.values()), serving)
+    except Exception:  # noqa: BLE001 - attribute it: each version alone
+        with together(ports.marked, tenant):
+            _each(list(keys), out, lambda i: _mark(ports, tenant, *keys[i], serving))
 
 
 def verify(notice: LoadNotice, ports: PublishPorts) -> list[str]:
@@ -212,16 +230,15 @@ def _publish_many(notices: list[LoadNotice], ports: PublishPorts) -> dict[int, o
     key = {i: (notices[i].doc.document_id, notices[i].doc.version) for i in live}
     with together((ports.manifest,), tenant):
         _each(live, out, lambda i: ports.manifest.mark_verified(tenant, *key[i]))
-    with together(ports.marked, tenant):  # committed before any activation
-        _each(live, out, lambda i: _mark(ports, tenant, *key[i], True))
+    _mark_all(ports, tenant, {i: key[i] for i in live if i not in out}, True, out)  # before any activation
     results: dict[int, Activation] = {}
     with together((ports.manifest,), tenant):
         _each(live, out, lambda i: results.__setitem__(i, ports.manifest.activate(tenant, *key[i])))
     unmark = [(key[i][0], key[i][1]) for i, r in results.items() if not r.activated]
     unmark += [(key[i][0], old) for i, r in results.items() for old in r.retired]
     with together(ports.marked, tenant):  # after the activations committed
-        for doc_id, v in unmark:
-            _mark(ports, tenant, doc_id, v, False)
+        for store in ports.marked:
+            store.set_serving_many(tenant, unmark, False)
     for i, r in results.items():
         if not r.activated and r.reason == "deleted":
             _purge(ports, tenant, key[i][0], [key[i][1]])

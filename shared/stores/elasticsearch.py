@@ -416,20 +416,31 @@ class ElasticsearchTextIndex:
         self._serving_ready = True
 
     def set_serving(self, tenant_id: str, document_id: str, version: int, serving: bool) -> None:
-        """Set `serving` on every chunk of this version (bulk update by id, `refresh=true`; inside
-        `batch`, one refresh when the block ends).
-        Idempotent. A later `write_version` of the version replaces its documents and drops the
+        """`set_serving_many` for one version."""
+        self.set_serving_many(tenant_id, [(document_id, version)], serving)
+
+    def set_serving_many(self, tenant_id: str, keys: Sequence[tuple[str, int]], serving: bool) -> None:
+        """Set `serving` on every chunk of these versions: one paged search for their ids (a
+        `terms` filter on `doc_version` under the tenant filter), bulk updates by id with
+        `refresh=true`; inside `batch`, no refresh per request and ONE when the block ends.
+        Idempotent. A later `write_version` of a version replaces its documents and drops the
         mark, so the publisher re-marks after every load notice and the reconciler repairs it."""
         mf.check_tenant(tenant_id)
+        if not keys:
+            return
         self._ensure_serving()
-        query = {"bool": {"filter": _version_filter(tenant_id, document_id, version)}}
+        wanted = sorted({_doc_version(d, v) for d, v in keys})
+        query = {"bool": {"filter": [{"term": {"tenant_id": tenant_id}}, {"terms": {"doc_version": wanted}}]}}
         with _transient():
             ids = [hit["_id"] for hit in self._scan(query, source=False)]
+            deferred = getattr(self._local, "deferred", None) is not None
             for start in range(0, len(ids), _BULK_BATCH):
                 ops: list[dict[str, Any]] = []
                 for i in ids[start:start + _BULK_BATCH]:
                     ops += [{"update": {"_index": self._index, "_id": i}}, {"doc": {"serving": serving}}]
-                result = self._es.bulk(operations=ops, refresh=True)
+                result = self._es.bulk(operations=ops, refresh=not deferred)
+                if deferred:
+                    self._local.deferred = True
                 if result.get("errors"):
                     failures = [it["update"] for it in result["items"] if "error" in it.get("update", {})
                                 and it["update"].get("status") != 404]

@@ -113,7 +113,8 @@ _SET_ACTIVE_EDGES = """
 SET r.active = $active
 """
 _SET_ACTIVE_MENTIONS = """
-MATCH (v:DocumentVersion {tenant_id: $tenant, document_id: $document_id, version: $version})
+UNWIND $versions AS d
+MATCH (v:DocumentVersion {tenant_id: $tenant, document_id: d.document_id, version: d.version})
 OPTIONAL MATCH (v)<-[m:MENTIONED_IN]-(:Entity {tenant_id: $tenant})
 SET v.active = $active, m.active = $active
 """
@@ -278,8 +279,8 @@ class Neo4jGraphStore:
         self._relation_types = frozenset(relation_types) if relation_types is not None else None
         edges = _version_edges(self._relation_types)
         self._drop_edges = edges + _DROP_EDGES
-        self._set_active_edges = edges + _SET_ACTIVE_EDGES
         many = _versions_edges(self._relation_types)
+        self._set_active_edges = many + _SET_ACTIVE_EDGES
         self._drop_edges_many, self._read_edges_many = many + _DROP_EDGES_MANY, many + _READ_EDGES_MANY
         self._schema = SCHEMA_STATEMENTS + _edge_indexes(self._relation_types)
         self._ready = False
@@ -475,14 +476,21 @@ class Neo4jGraphStore:
     # ------------------------------------------------------------------ serving marks (publisher)
 
     def set_serving(self, tenant_id: str, document_id: str, version: int, serving: bool) -> None:
-        """Set `active` on this version's relationships, its MENTIONED_IN links and its
-        DocumentVersion node, in one transaction; idempotent. `write_version` never touches the
-        property, so replays keep the mark (MERGE-recreated edges come back unmarked)."""
+        """`set_serving_many` for one version."""
+        self.set_serving_many(tenant_id, [(document_id, version)], serving)
+
+    def set_serving_many(self, tenant_id: str, keys: Sequence[tuple[str, int]], serving: bool) -> None:
+        """Set `active` on these versions' relationships, their MENTIONED_IN links and their
+        DocumentVersion nodes, in one transaction (two `UNWIND` statements); idempotent.
+        `write_version` never touches the property, so replays keep the mark (MERGE-recreated
+        edges come back unmarked)."""
         mf.check_tenant(tenant_id)
-        key = {"tenant": tenant_id, "document_id": document_id, "version": version, "active": serving}
+        if not keys:
+            return
+        versions = [{"document_id": d, "version": v} for d, v in sorted(set(keys))]
         with self._tx() as tx:
-            tx.run(self._set_active_edges, key).consume()
-            tx.run(_SET_ACTIVE_MENTIONS, key).consume()
+            tx.run(self._set_active_edges, tenant=tenant_id, versions=versions, active=serving).consume()
+            tx.run(_SET_ACTIVE_MENTIONS, tenant=tenant_id, versions=versions, active=serving).consume()
 
     def _per_version(self, tenant_id: str) -> dict[tuple[str, int], tuple[int, int]]:
         out: dict[tuple[str, int], tuple[int, int]] = {}

@@ -297,11 +297,16 @@ class PostgresGraphStore:
     def set_serving(self, tenant_id: str, document_id: str, version: int, serving: bool) -> None:
         """Set `active` on this version's edges, mention links and version row, in one
         transaction; idempotent. `write_version` keeps the marks of unchanged rows."""
+        self.set_serving_many(tenant_id, [(document_id, version)], serving)
+
+    def set_serving_many(self, tenant_id: str, keys: Sequence[tuple[str, int]], serving: bool) -> None:
+        """`set_serving` for each version, all in one transaction; idempotent."""
         mf.check_tenant(tenant_id)
-        key = {"tenant": tenant_id, "document_id": document_id, "version": version, "active": bool(serving)}
         with self._db.transaction(tenant_id) as conn:
-            for statement in _SET_ACTIVE:
-                conn.execute(statement, key)
+            for document_id, version in sorted(set(keys)):
+                key = {"tenant": tenant_id, "document_id": document_id, "version": version, "active": bool(serving)}
+                for statement in _SET_ACTIVE:
+                    conn.execute(statement, key)
 
     def _per_version(self, tenant_id: str) -> dict[tuple[str, int], tuple[int, int]]:
         out: dict[tuple[str, int], tuple[int, int]] = {}

@@ -249,10 +249,15 @@ class PostgresTextIndex:
 
     def set_serving(self, tenant_id: str, document_id: str, version: int, serving: bool) -> None:
         """Set `serving` on every chunk of this version in one statement; idempotent."""
+        self.set_serving_many(tenant_id, [(document_id, version)], serving)
+
+    def set_serving_many(self, tenant_id: str, keys: Sequence[tuple[str, int]], serving: bool) -> None:
+        """`set_serving` for each version, all in one transaction; idempotent."""
         mf.check_tenant(tenant_id)
-        key = {"tenant": tenant_id, "document_id": document_id, "version": version, "serving": bool(serving)}
         with self._db.transaction(tenant_id) as conn:
-            conn.execute(_SET_SERVING, key)
+            for document_id, version in sorted(set(keys)):
+                conn.execute(_SET_SERVING, {"tenant": tenant_id, "document_id": document_id,
+                                            "version": version, "serving": bool(serving)})
 
     def _per_version(self, tenant_id: str) -> dict[tuple[str, int], tuple[int, int]]:
         with self._db.transaction(tenant_id, snapshot=True) as conn:

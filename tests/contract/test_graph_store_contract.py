@@ -115,6 +115,21 @@ def test_serving_marks(graph_store, tenants, cleanup) -> None:
     assert graph_store.held_versions(a) == {v1, v2}
 
 
+def test_serving_marks_of_many_versions_at_once(graph_store, tenants, cleanup) -> None:
+    """The publisher marks a whole batch with one `set_serving_many`; it touches exactly those
+    versions of that tenant."""
+    a, b = tenants
+    for tenant, doc_id in ((a, "contract-7"), (a, "other"), (b, "contract-7")):
+        cleanup.wrote(graph_store, tenant, doc_id, 1)
+        graph_store.write_version(build_doc(tenant, document_id=doc_id))
+    both = {("contract-7", 1), ("other", 1)}
+    graph_store.set_serving_many(a, sorted(both), True)
+    assert graph_store.serving_drift(a, both) == set()
+    assert graph_store.serving_drift(b, set()) == set()  # the other tenant's version untouched
+    graph_store.set_serving_many(a, [("other", 1)], False)
+    assert graph_store.serving_drift(a, {("contract-7", 1)}) == set()
+
+
 def test_both_adapters_report_equal_manifests(request, tenants, cleanup) -> None:
     from contract_adapters import GRAPH_ADAPTERS, make_graph_store
 

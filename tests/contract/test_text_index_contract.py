@@ -107,8 +107,8 @@ def test_serving_marks_written_in_a_batch_are_searchable_when_it_ends(text_index
     text_index.write_version(build_doc(a, document_id="other"))
     both = {("contract-7", 1), ("other", 1)}
     with text_index.batch(a):
-        text_index.set_serving(a, "contract-7", 1, True)
-        text_index.set_serving(a, "other", 1, True)
+        text_index.set_serving_many(a, sorted(both), True)
+        text_index.set_serving_many(a, [], True)  # nothing to mark: no request
     assert text_index.serving_drift(a, both) == set()
     with text_index.batch(a):
         text_index.set_serving(a, "other", 1, False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import pytest
@@ -57,6 +58,11 @@ class FakeMarkedStore(FakeStore):
     def set_serving(self, tenant_id: str, document_id: str, version: int, serving: bool) -> None:
         self.log.append(f"mark {self.name} {version} {serving}")
         self.marks[version] = serving
+
+    def set_serving_many(self, tenant_id: str, keys: Sequence[tuple[str, int]], serving: bool) -> None:
+        self.log.append(f"marks {self.name} {[v for _, v in keys]} {serving}")
+        for _, version in keys:
+            self.marks[version] = serving
 
     def held_versions(self, tenant_id: str) -> set[tuple[str, int]]:
         return {("d", v) for v in self.held}
@@ -146,7 +152,6 @@ def test_activation_marks_new_before_the_switch_and_unmarks_old_after(world) -> 
     assert publisher.publish(load(ports, 2), ports) == "activated"
     assert log == ["mark elasticsearch 2 True", "mark neo4j 2 True", "activate 2",
                    "mark elasticsearch 1 False", "mark neo4j 1 False"]
-    assert {v: e.state for v, e in ports.manifest.rows.items()} == {1: "retired", 2: "active"}  # type: ignore[attr-defined]
 
 
 def test_a_store_that_differs_raises_transient_and_nothing_is_activated(world) -> None:
@@ -252,8 +257,38 @@ def test_a_batch_sets_marks_before_the_switch_and_clears_retired_ones_after(worl
     publisher.handle_batch([load(ports, 1)], ports)
     log.clear()
     publisher.handle_batch([load(ports, 2)], ports)
-    assert log == ["mark elasticsearch 2 True", "mark neo4j 2 True", "activate 2",
-                   "mark elasticsearch 1 False", "mark neo4j 1 False"]
+    assert log == ["marks elasticsearch [2] True", "marks neo4j [2] True", "activate 2",
+                   "marks elasticsearch [1] False", "marks neo4j [1] False"]
+
+
+def test_a_batch_is_marked_with_one_call_per_store(world) -> None:
+    ports, log = world
+    assert publisher.handle_batch([load(ports, 1), load(ports, 2)], ports) == [None, None]
+    assert [e for e in log if e.startswith("mark")] == [
+        "marks elasticsearch [1, 2] True", "marks neo4j [1, 2] True",  # before any activation
+        "marks elasticsearch [1] False", "marks neo4j [1] False"]  # v2 retired v1, after them
+
+
+def test_when_marking_the_batch_fails_each_version_is_marked_alone_and_keeps_its_own_outcome(world) -> None:
+    ports, log = world
+    es = ports.text
+
+    def refuse_batch(tenant_id, keys, serving):
+        if serving:
+            raise Transient("elasticsearch: bulk request rejected")
+        FakeMarkedStore.set_serving_many(es, tenant_id, keys, serving)  # type: ignore[arg-type]
+
+    def refuse_v1(tenant_id, document_id, version, serving):
+        if version == 1:
+            raise Transient("elasticsearch: version 1 rejected")
+        FakeMarkedStore.set_serving(es, tenant_id, document_id, version, serving)  # type: ignore[arg-type]
+
+    es.set_serving_many = refuse_batch  # type: ignore[attr-defined]
+    es.set_serving = refuse_v1  # type: ignore[attr-defined]
+    outcomes = publisher.handle_batch([load(ports, 1), load(ports, 2)], ports)
+    assert isinstance(outcomes[0], Transient) and outcomes[1] is None
+    assert "activate 1" not in log and ports.manifest.rows[2].state == "active"
+    assert es.marks[2] is True  # type: ignore[attr-defined]
 
 
 def test_a_delete_keeps_its_place_in_the_batch(world) -> None:
