@@ -23,7 +23,8 @@ Then, in the same run:
 
 Per-stage capacity is messages ÷ the seconds that stage's runner spent on them (what the stage
 could sustain alone here); peak RSS is this process's (every stage runs in it) and the store
-servers' (sampled every second). Writes bench/results/ingest_throughput.json (or `--out`).
+servers' (sampled every second); `first_pass_cores` is each one's CPU seconds during the first
+pass ÷ its wall time (where the 2 cores went). Writes bench/results/ingest_throughput.json (or `--out`).
 
 Usage: .venv/bin/python bench/ingest_throughput.py [--docs 2000] [--profile embedded]
 (the stack must be up and migrated: `manifold stack up && manifold migrate`).
@@ -78,7 +79,9 @@ def _stages(before: dict[str, tuple[float, float]]) -> dict[str, Any]:
 
 
 class RssSampler:
-    """Peak RSS (MiB) of this process and of each store server (pid files of `manifold stack`)."""
+    """Peak RSS (MiB) of this process and of each store server (pid files of `manifold stack`),
+    and their CPU seconds (`cpu_seconds`: user + system, children included; a server's exited
+    children count once reaped, so PostgreSQL backends that ended are missed)."""
 
     def __init__(self, settings: ManifoldSettings, servers: tuple[str, ...]) -> None:
         import psutil
@@ -112,6 +115,18 @@ class RssSampler:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(5)
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU seconds so far of this process and of each server process tree."""
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        out = {"pipeline": own.ru_utime + own.ru_stime}
+        for name, proc in self._procs.items():
+            try:
+                tree = [proc, *proc.children(recursive=True)]
+                out[name] = sum(sum(p.cpu_times()[:4]) for p in tree)
+            except Exception:  # noqa: BLE001 - a server restarting: leave it out
+                continue
+        return out
 
     def report(self) -> dict[str, float]:
         own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
@@ -354,9 +369,10 @@ def main() -> None:
         # 1. first ingest
         clock, encoded0 = _stage_clock(), _sample(embed.ENCODED, None, "_total")
         progress(f"first pass: {len(docs)} documents, profile {args.profile}")
-        t0 = time.perf_counter()
+        cpu0, t0 = rss.cpu_seconds(), time.perf_counter()
         dead = profile.run(tenant, docs)
         elapsed = time.perf_counter() - t0
+        cpu1 = rss.cpu_seconds()
         progress(f"first pass done in {elapsed:.1f} s ({len(docs) / elapsed:.2f} docs/s, {dead} dead-lettered)")
         stages = _stages(clock)
         encoded_first = int(_sample(embed.ENCODED, None, "_total") - encoded0)
@@ -438,6 +454,7 @@ def main() -> None:
         "raw_encode_chunks_per_s": round(raw_cps, 1),
         "pipeline_to_raw_encode_ratio": round(pipeline_cps / raw_cps, 3),
         "stages": stages,
+        "first_pass_cores": {k: round((cpu1[k] - cpu0[k]) / elapsed, 2) for k in cpu1 if k in cpu0},
         "reference_loop": reference | {"ratio_to_raw_encode": round(reference["chunks_per_s"] / raw_cps, 3)},
         "update_pass": {"documents_changed": len(changed_docs), "chunks_changed": changed_chunks,
                         "chunks_re_encoded": re_encoded, "dead_lettered": dead_update,
