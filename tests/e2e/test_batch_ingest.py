@@ -1,7 +1,8 @@
 """Micro-batches end to end on the embedded profile (PostgreSQL bus, PostgreSQL stores, the real
-model): one batch holding good documents, a malformed event, poison, a corrupt file and a store
-outage halfway through the load. The good documents publish, each bad one goes to the DLQ with
-its own reason, nothing is half-published, and replaying the whole batch changes nothing.
+model): one batch holding good documents, a malformed event, poison, a corrupt file, an event
+signed by a producer not allowed that tenant, and a store outage halfway through the load. The
+good documents publish, each bad one goes to the DLQ with its own reason, nothing is
+half-published, and replaying the whole batch changes nothing.
 Under CI=true a missing PostgreSQL fails (tests/conftest.py).
 """
 
@@ -21,6 +22,8 @@ from manifold.shared.stores.pg_text import PostgresTextIndex
 GOOD = {f"good-{i}.txt": f"Report {i}: the cooling pump P-{i} was inspected and its seals replaced. "
         f"Next inspection of pump P-{i} is due in {i + 2} months." for i in range(1, 6)}
 OUTAGE_DOC = "good-3.txt"
+SCOPED = ("batch-scoped", "batch-scoped-producer-key-0123456789abcdef")
+"""An upstream producer this test's pipeline accepts only for tenant `batch-scope-only`."""
 
 
 class TextIndexWithOutage(PostgresTextIndex):
@@ -38,11 +41,12 @@ class TextIndexWithOutage(PostgresTextIndex):
 @pytest.fixture(scope="module")
 def world(settings: ManifoldSettings, pg_conninfo: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from manifold.deploy.compose.embedded import EmbeddedPipeline, build_ports, open_bus, prepare, upstream_client
-    from manifold.shared.config import EmbeddedSettings, IngestSettings
+    from manifold.shared.config import EmbeddedSettings, IngestSettings, ProducerKey
 
     s = settings.model_copy(update={
         "profile": "embedded", "embedded": EmbeddedSettings(dir=tmp_path_factory.mktemp("batch")),
-        "ingest": IngestSettings(metrics_port=0, max_attempts=2, retry_initial_s=0.05, batch_max_messages=64)})
+        "ingest": IngestSettings(metrics_port=0, max_attempts=2, retry_initial_s=0.05, batch_max_messages=64,
+                                 producers={SCOPED[0]: ProducerKey(key=SCOPED[1], tenants=["batch-scope-only"])})})
     prepare(s, quiet=True)
     bus = open_bus(s)
     ports = build_ports(s)
@@ -71,6 +75,8 @@ def _state(settings: ManifoldSettings, tenant: str) -> dict[str, Any]:
 def test_a_mixed_batch_publishes_the_good_and_dead_letters_each_bad_one_with_its_reason(world) -> None:
     from manifold.deploy.compose.embedded import SOURCES
     from manifold.shared import topics
+    from manifold.shared.envelope_auth import sign
+    from manifold.shared.events import upserted
     from manifold.shared.log_bus import Record, redeliver
 
     settings, bus, ports, pipeline, client = world
@@ -79,15 +85,19 @@ def test_a_mixed_batch_publishes_the_good_and_dead_letters_each_bad_one_with_its
     for name, text in GOOD.items():
         client.publish_bytes(tenant, name, text.encode(), "text/plain")
     client.publish_bytes(tenant, "broken.pdf", b"%PDF-1.7\n this is not a pdf \x00\x01\x02", "application/pdf")
+    foreign = sign(upserted(tenant, "foreign.txt", 1, b"published by another tenant's producer", "text/plain"), *SCOPED)
     bus.append([Record(topics.DOCUMENTS, f"{tenant}/malformed".encode(), b'{"type": "DocumentUpserted", "tenant'),
-                Record(topics.DOCUMENTS, f"{tenant}/nested".encode(), b"[" * 100_000 + b"]" * 100_000)])
+                Record(topics.DOCUMENTS, f"{tenant}/nested".encode(), b"[" * 100_000 + b"]" * 100_000),
+                Record(topics.DOCUMENTS, foreign.key, foreign.model_dump_json().encode())])
 
     report = pipeline.drain()
 
     reasons = {(d.stage, d.document_id or d.key.decode().split("/", 1)[1]): (d.error_kind, d.error)
                for d in report.dead_letters}
     assert set(reasons) == {("parse", "malformed"), ("parse", "nested"), ("parse", "broken.pdf"),
-                            ("load", OUTAGE_DOC)}, reasons
+                            ("parse", "foreign.txt"), ("load", OUTAGE_DOC)}, reasons
+    assert reasons[("parse", "foreign.txt")][0] == "unauthorized"
+    assert "may not publish for tenant" in reasons[("parse", "foreign.txt")][1]
     assert reasons[("parse", "nested")][0] in ("bad_input", "poison") and reasons[("parse", "nested")][1].strip()
     assert reasons[("parse", "broken.pdf")][0] == "bad_input"
     assert reasons[("load", OUTAGE_DOC)][0] == "exhausted" and "injected outage" in reasons[("load", OUTAGE_DOC)][1]
