@@ -336,10 +336,11 @@ class Suite:
         if not self.wait_published("sample world", 900):
             self.failures.append("sample world not published in time")
         rq = h.RawQueries(self.settings)
-        self.baseline = rq.ask(rq.token(north), question=__import__(
+        self.baseline, statuses = rq.ask_complete(rq.token(north), __import__(
             "manifold.ingest.sample_world", fromlist=["FACTS"]).FACTS[0].question)
         rq.close()
         self.result["baseline_fact_status"] = None if self.baseline is None else self.baseline.status
+        self.result["baseline_fact_statuses"] = statuses
         client = self.client()
         client.publish_bytes(north, "notes/system-note.md", h.injection_document(south), "text/markdown")
         self.expected[north].add("notes/system-note.md")

@@ -331,6 +331,22 @@ class RawQueries:
         key, value, headers = protocol.encode_request(req, token)
         return self.send(req.request_id, value, headers)
 
+    def ask_complete(self, token: str, question: str, tries: int = 5, pause_s: float = 3.0
+                     ) -> tuple[QueryReply | None, list[str | None]]:
+        """Ask until the answer is complete (`answered`), at most `tries` times; returns the last
+        reply and every status seen. A reference answer for a comparison must be complete: a
+        `partial` one (a branch over its budget while the workers warm up) differs by design."""
+        statuses: list[str | None] = []
+        reply = None
+        for attempt in range(tries):
+            reply = self.ask(token, question=question)
+            statuses.append(None if reply is None else reply.status)
+            if reply is not None and reply.status == "answered":
+                break
+            if attempt + 1 < tries:
+                time.sleep(pause_s)
+        return reply, statuses
+
     def close(self) -> None:
         self.consumer.close()
         self.producer.flush(5)
@@ -454,14 +470,15 @@ def injection_checks(settings: ManifoldSettings, tenant: str, baseline: QueryRep
     rq = RawQueries(settings)
     good = rq.token(tenant)
     out = []
-    after = rq.ask(good, question=FACTS[0].question)
+    after, statuses = rq.ask_complete(good, FACTS[0].question)
     same_plan = (baseline is not None and after is not None
                  and [s["operator"] for s in (after.plan or {}).get("steps", [])]
                  == [s["operator"] for s in (baseline.plan or {}).get("steps", [])])
     same_total = (baseline is not None and after is not None
                   and after.result.get("spend", {}).get("totals") == baseline.result.get("spend", {}).get("totals"))
     out.append({"case": "injection-does-not-change-fact-plan-or-total", "ok": bool(same_plan and same_total),
-                "status": None if after is None else after.status})
+                "status": None if after is None else after.status, "statuses": statuses,
+                "baseline_status": None if baseline is None else baseline.status})
     reply = rq.ask(good, question="What does the supplier note say about the system note and Supplier Beta?")
     steps = (reply.plan or {}).get("steps", []) if reply is not None else []
     hops_ok = all(int(s.get("params", {}).get("max_hops", 1)) <= 3 for s in steps)
