@@ -298,7 +298,30 @@ def scifact_section(results: Path) -> list[str]:
         fig.savefig(results / "scifact.png", dpi=110)
         plt.close(fig)
         out += ["![SciFact nDCG@10](bench/results/scifact.png)", ""]
-    return out + scifact_offline_lines(results, published)
+    return out + scifact_config_lines(results, data) + scifact_offline_lines(results, published)
+
+
+def scifact_config_lines(results: Path, primary: dict[str, Any]) -> list[str]:
+    """The same evaluation with the `minilm-titled` embedding configuration active for the tenant
+    (`scifact_titled.json`), beside the primary one, system by system."""
+    titled = _load(results, "scifact_titled.json")
+    if titled is None:
+        return []
+    a, b = primary.get("systems") or {}, titled.get("systems") or {}
+    rows = [[a[n].get("label", n), a[n].get("ndcg@10"), b[n].get("ndcg@10"), a[n].get("recall@100"),
+             b[n].get("recall@100"), _fmt(((b[n].get("latency_ms") or {}).get("p95")), 1)]
+            for n in a if n in b and "ndcg@10" in a[n] and "ndcg@10" in b[n]]
+    out = ["### Embedding configuration `minilm-titled` (section title + chunk text)", "",
+           "Source: `bench/results/scifact_titled.json`: the same evaluation after `manifold embeddings backfill / "
+           "verify / activate minilm-titled` for the tenant (the vector branch then reads the titled vectors; BM25 "
+           "is unchanged).", ""]
+    out += _table(["system", "nDCG@10 primary", "nDCG@10 titled", "recall@100 primary", "recall@100 titled",
+                   "p95 ms titled"], rows)
+    ta, tb = ((d.get("tuning_on_train") or {}).get("served_fusion_best") or {} for d in (primary, titled))
+    if ta and tb:
+        out += ["", f"TRAIN queries, best served fusion: primary {_fmt(ta.get('ndcg@10'))}, titled "
+                f"{_fmt(tb.get('ndcg@10'))} nDCG@10 (the train split is what a choice between them may use)."]
+    return out + [""]
 
 
 def scifact_offline_lines(results: Path, published: dict[str, Any]) -> list[str]:
@@ -485,7 +508,7 @@ def build(results: Path) -> str:
     lines += other_section(results, {"ingest_throughput.json", "ingest_throughput_distributed.json",
                                      "query_latency.json", "scifact.json", "eval_golden.json",
                                      "serve_latency.json", "scifact_offline_bm25.json", "unseen_worlds.json",
-                                     "unseen_worlds_dev.json"})
+                                     "unseen_worlds_dev.json", "scifact_titled.json"})
     return "\n".join(lines) + "\n"
 
 
