@@ -292,7 +292,7 @@ class ElasticsearchTextIndex:
                     for i in written}
             stale = [f"{tenant}/{cid}" for k in keys for cid, _ in stored[k][1] if cid not in keep[k]]
             if stale:  # chunks these versions had before and `doc` no longer has
-                self._delete_ids(stale)
+                self._bulk_by_ids(stale, "delete", refresh=True)
                 stored = self._stored(tenant, keys)
         for i in written:
             outcomes[i] = _chunk_manifest(*stored[(docs[i].doc.document_id, docs[i].doc.version)])
@@ -318,16 +318,7 @@ class ElasticsearchTextIndex:
             ids = [hit["_id"] for hit in self._scan(query, source=False)]
             if not ids:
                 return
-            for start in range(0, len(ids), _BULK_BATCH):
-                ops = [{"delete": {"_index": self._index, "_id": i}} for i in ids[start:start + _BULK_BATCH]]
-                deferred = getattr(self._local, "deferred", None) is not None
-                result = self._es.bulk(operations=ops, refresh=not deferred)
-                if deferred:
-                    self._local.deferred = True
-                if result.get("errors"):
-                    failures = [it["delete"] for it in result["items"] if it["delete"].get("status") not in (200, 404)]
-                    if failures:
-                        _raise_bulk_errors({"items": [{"index": f} for f in failures]})
+            self._bulk_by_ids(ids, "delete")
         left = self._es.count(index=self._index, query=query)["count"]
         if left:
             raise Transient(f"elasticsearch: {left} documents still match after delete (concurrent writes)")
@@ -395,13 +386,26 @@ class ElasticsearchTextIndex:
             after = page[-1]["sort"]
         return {k: (counts.get(_doc_version(*k), 0), pairs) for k, (_, pairs) in out.items()}
 
-    def _delete_ids(self, ids: list[str]) -> None:
-        """Delete documents by `_id` (each `<tenant>/<chunk id>`), then refresh; absent is fine."""
+    def _bulk_by_ids(self, ids: Sequence[str], action: str, doc: dict[str, Any] | None = None, *,
+                     refresh: bool | None = None) -> None:
+        """Apply `action` ("delete", or "update" with the partial `doc`) to each `_id`, in `_bulk`
+        requests of `_BULK_BATCH` ids. `refresh=None`: each request refreshes, except inside
+        `batch`, where the block's one refresh covers it; `True`/`False` force it. An id that is
+        absent (404) is fine; any other failed item raises (`_raise_bulk_errors`)."""
+        deferred = refresh is None and getattr(self._local, "deferred", None) is not None
+        now = (not deferred) if refresh is None else refresh
         for start in range(0, len(ids), _BULK_BATCH):
-            ops = [{"delete": {"_index": self._index, "_id": i}} for i in ids[start:start + _BULK_BATCH]]
-            result = self._es.bulk(operations=ops, refresh=True)
+            ops: list[dict[str, Any]] = []
+            for i in ids[start:start + _BULK_BATCH]:
+                ops.append({action: {"_index": self._index, "_id": i}})
+                if doc is not None:
+                    ops.append({"doc": doc})
+            result = self._es.bulk(operations=ops, refresh=now)
+            if deferred:
+                self._local.deferred = True
             if result.get("errors"):
-                failures = [it["delete"] for it in result["items"] if it["delete"].get("status") not in (200, 404)]
+                failures = [it[action] for it in result["items"]
+                            if "error" in it.get(action, {}) and it[action].get("status") != 404]
                 if failures:
                     _raise_bulk_errors({"items": [{"index": f} for f in failures]})
 
@@ -433,19 +437,7 @@ class ElasticsearchTextIndex:
         query = {"bool": {"filter": [{"term": {"tenant_id": tenant_id}}, {"terms": {"doc_version": wanted}}]}}
         with _transient():
             ids = [hit["_id"] for hit in self._scan(query, source=False)]
-            deferred = getattr(self._local, "deferred", None) is not None
-            for start in range(0, len(ids), _BULK_BATCH):
-                ops: list[dict[str, Any]] = []
-                for i in ids[start:start + _BULK_BATCH]:
-                    ops += [{"update": {"_index": self._index, "_id": i}}, {"doc": {"serving": serving}}]
-                result = self._es.bulk(operations=ops, refresh=not deferred)
-                if deferred:
-                    self._local.deferred = True
-                if result.get("errors"):
-                    failures = [it["update"] for it in result["items"] if "error" in it.get("update", {})
-                                and it["update"].get("status") != 404]
-                    if failures:
-                        _raise_bulk_errors({"items": [{"index": f} for f in failures]})
+            self._bulk_by_ids(ids, "update", {"serving": serving})
 
     def _per_version(self, tenant_id: str) -> dict[tuple[str, int], tuple[int, int]]:
         """(document, version) -> (documents, documents with serving=true), via a composite
