@@ -75,8 +75,11 @@ NOTES = [
     'partly for that reason.',
     'Tuning never looks at the test split: RRF k and the BM25 weight (document level) and the served '
     'fusion method, weights and document support (query.fusion.fuse, chunk level) are chosen on the train qrels.',
-    'Served hybrid runs use the fusion class the planner would give each query (router with an empty catalog, '
-    'then planner.text_query_class; routed_classes counts them): SciFact claims route as semantic.',
+    'Served hybrid runs search what the query service would: the passages step of the plan compiled from each '
+    'claim (router with an empty catalog, then planner.compile_plan): its text (planner.passage_query), the '
+    'identifiers of its exact branch and its fusion class (routed_classes counts them; '
+    'served_query_differs_from_claim and served_queries_with_identifiers say how often the text or the exact '
+    'branch differ from the plain claim).',
     'Each abstract is published as "title\n\ntext" with the corpus title as the document\'s title metadata: '
     'the title heads the root section, so every chunk\'s BM25 title field holds it.',
     'Lexical analysis: shared/analysis.py (stop words, Snowball English stems) for both text indexes and the '
@@ -403,16 +406,34 @@ def index_pg_text(settings: Any, tenant: str) -> dict[str, Any]:
             "seconds": round(time.monotonic() - started, 1)}
 
 
-def routed_classes(queries: dict[str, str], ids: list[str]) -> dict[str, str]:
-    """Each query's fusion class as the planner gives it to its passage search: the router (with
-    an empty catalog: SciFact names no company, supplier or product) then
-    `planner.text_query_class`."""
+def served_passages(queries: dict[str, str], ids: list[str]) -> dict[str, dict[str, Any]]:
+    """Each query's passage search as the query service plans it: the router (with an empty
+    catalog: SciFact names no company, supplier or product), then `planner.compile_plan`; its
+    `passages` step gives the search text (`planner.passage_query`), the identifiers of its exact
+    branch and its fusion class (`planner.text_query_class`). A claim whose plan has no passage
+    search (a rule read it as a total and the planner refused it, or planned a metric that finds no
+    data in SciFact) is answered from `planner.fallback_plan`, as the service does: its text step."""
     from datetime import date
 
-    from manifold.query.planner import text_query_class
+    from manifold.query.planner import PlanningGap, compile_plan, fallback_plan
     from manifold.query.router import route
 
-    return {qid: text_query_class(route(queries[qid], [], as_of=date.today())) for qid in ids}
+    out: dict[str, dict[str, Any]] = {}
+    for qid in ids:
+        text = queries[qid]
+        routed = route(text, [], as_of=date.today())
+        try:
+            plan = compile_plan(routed, text, as_of=date.today())
+        except PlanningGap:
+            plan = None
+        step = next((s for s in plan.steps if s.id == "passages"), None) if plan is not None else None
+        if step is None:
+            fallback = fallback_plan(routed, text)
+            step = next(s for s in fallback.steps if s.operator == "hybrid_search") if fallback else None
+        params = step.params if step is not None else None
+        out[qid] = {"query": getattr(params, "query", text), "identifiers": getattr(params, "identifiers", None),
+                    "query_class": getattr(params, "query_class", "semantic")}
+    return out
 
 
 def served_fusion_label(q: Any, query_class: str = "semantic") -> str:
@@ -467,7 +488,7 @@ def evaluate(settings: Any, tenant: str, queries: dict[str, str], qrels: dict[st
         tuned = tuned["best"]
     ids = sorted(qrels, key=int)
     texts = [queries[i] for i in ids]
-    classes = routed_classes(queries, ids)
+    served = served_passages(queries, ids)
     t0 = time.monotonic()
     vectors = embedder.encode(texts)
     encode_ms = (time.monotonic() - t0) * 1000 / len(ids)
@@ -495,16 +516,16 @@ def evaluate(settings: Any, tenant: str, queries: dict[str, str], qrels: dict[st
 
         t = time.monotonic()
         hres = hybrid.run(HybridSearchParams.model_construct(
-            query=text, limit=100, document_ids=None, identifiers=None, candidates=100,
-            query_class=classes[qid], per_document_cap=1), tenant_id=tenant, timeout_s=timeout_s)
+            **served[qid], limit=100, document_ids=None, candidates=100, per_document_cap=1),
+            tenant_id=tenant, timeout_s=timeout_s)
         latency["hybrid"].append((time.monotonic() - t) * 1000)
         runs["hybrid"][qid] = doc_ranking(hres.hits)
 
         for name, executor in variants.items():
             t = time.monotonic()
             vres = executor.run(HybridSearchParams.model_construct(
-                query=text, limit=100, document_ids=None, identifiers=None, candidates=100,
-                query_class=classes[qid], per_document_cap=1), tenant_id=tenant, timeout_s=timeout_s)
+                **served[qid], limit=100, document_ids=None, candidates=100, per_document_cap=1),
+                tenant_id=tenant, timeout_s=timeout_s)
             latency[name].append((time.monotonic() - t) * 1000)
             runs[name][qid] = doc_ranking(vres.hits)
         if tuned is not None:
@@ -566,7 +587,9 @@ def evaluate(settings: Any, tenant: str, queries: dict[str, str], qrels: dict[st
     else:
         systems["pg_bm25"] = {"label": "BM25, PostgreSQL (embedded profile)", "status": pg_status}
     return {"systems": systems, "vector_modes": dict(modes), "depth_chunks": depth,
-            "routed_classes": dict(Counter(classes.values())),
+            "routed_classes": dict(Counter(p["query_class"] for p in served.values())),
+            "served_query_differs_from_claim": sum(served[q]["query"] != queries[q] for q in ids),
+            "served_queries_with_identifiers": sum(bool(served[q]["identifiers"]) for q in ids),
             "query_encode_ms": round(encode_ms, 2), "runs": runs}
 
 

@@ -15,6 +15,9 @@ Guarantees:
   `no_answer` with the reason, or a quoted passage via `fallback_plan`) rather than a guessed plan.
 - Prices: a unit price of a known product is a `unit_price_on` metric whatever the intent;
   `price_source` records the price the question names (catalog or invoice), never a guess.
+- A passage search looks for the question as asked, anchors named as the catalog names them and
+  without a leading request (`passage_query`): the entities a question names scope its passages,
+  and the embedding reads a sentence, not a keyword list.
 - `fallback_plan` is the text routes (exact identifier lookup, then hybrid search) for the
   question's anchors (`anchor_terms`); `empty_structured_steps` says which structured steps found
   no data (failures and timeouts are not "no data").
@@ -27,6 +30,7 @@ from datetime import date
 from typing import Any
 
 from manifold.query.plan import Plan, validate_plan
+from manifold.query.routing.lexicon import QUESTION_WORDS
 from manifold.shared.identifiers import identifier_kind, normalize_identifier
 
 _APPROVED = re.compile(r"\bapproved\b|\bvendors?\b|\bsuppliers? of\b", re.I)
@@ -119,7 +123,7 @@ def compile_plan(route: Any, question: str, *, as_of: date) -> Plan:
                       "params": {"identifiers": identifiers, "limit": 20}})
     has_text_step = any(s["operator"] == "hybrid_search" for s in steps)
     if (text_route and not has_text_step) or not steps:
-        query = (route.topic or question).strip()
+        query = passage_query(route, question) or question.strip()
         if not query:
             raise PlanningGap("the question has no searchable topic, identifier or anchor")
         query_class = text_query_class(route)
@@ -284,6 +288,27 @@ def anchor_terms(route: Any, question: str = "") -> list[str]:
         if not any(token.casefold() in t.casefold() for t in terms):
             terms.append(token)
     return terms
+
+
+_REQUEST_WORDS = QUESTION_WORDS | {"me", "us", "please", "can", "could", "would", "you", "i", "we"}
+"""Words of a leading request ("Explain", "Show me", "Can you find"), which name no content."""
+
+
+def passage_query(route: Any, question: str) -> str:
+    """The text a routed question's passage search looks for: the question as asked, because both
+    branches read natural text (BM25 analysis drops stop words itself; the embedding model reads
+    the whole sentence, where "not" and "more" carry meaning), with two changes: each resolved
+    anchor's mention becomes its catalog name ("Supplier Beta's" -> "Supplier Beta"), and a
+    leading request is removed ("Show me the returns policy" -> "the returns policy"). Empty when
+    nothing is left."""
+    text = question.strip()
+    for anchor in getattr(route, "anchors", ()):
+        if anchor.resolved is not None and anchor.text:
+            text = text.replace(anchor.text, anchor.resolved.name)
+    words = text.split()
+    while words and words[0].casefold().strip(",.:;!?") in _REQUEST_WORDS:
+        words.pop(0)
+    return " ".join(words)
 
 
 def fallback_plan(route: Any, question: str) -> Plan | None:
