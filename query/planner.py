@@ -304,7 +304,7 @@ def passage_query(route: Any, question: str) -> str:
     text = question.strip()
     for anchor in getattr(route, "anchors", ()):
         if anchor.resolved is not None and anchor.text:
-            text = text.replace(anchor.text, anchor.resolved.name)
+            text = text.replace(anchor.text, anchor.resolved.name, 1)
     words = text.split()
     while words and words[0].casefold().strip(",.:;!?") in _REQUEST_WORDS:
         words.pop(0)
