@@ -298,7 +298,8 @@ def scifact_section(results: Path) -> list[str]:
         fig.savefig(results / "scifact.png", dpi=110)
         plt.close(fig)
         out += ["![SciFact nDCG@10](bench/results/scifact.png)", ""]
-    return out + scifact_config_lines(results, data) + scifact_offline_lines(results, published)
+    return (out + scifact_config_lines(results, data) + scifact_study_lines(results)
+            + scifact_offline_lines(results, published))
 
 
 def scifact_config_lines(results: Path, primary: dict[str, Any]) -> list[str]:
@@ -308,13 +309,17 @@ def scifact_config_lines(results: Path, primary: dict[str, Any]) -> list[str]:
     if titled is None:
         return []
     a, b = primary.get("systems") or {}, titled.get("systems") or {}
+    both = [n for n in a if n in b and "ndcg@10" in a[n] and "ndcg@10" in b[n]]
+    same = [n for n in both if a[n].get("label") == b[n].get("label")]
     rows = [[a[n].get("label", n), a[n].get("ndcg@10"), b[n].get("ndcg@10"), a[n].get("recall@100"),
-             b[n].get("recall@100"), _fmt(((b[n].get("latency_ms") or {}).get("p95")), 1)]
-            for n in a if n in b and "ndcg@10" in a[n] and "ndcg@10" in b[n]]
+             b[n].get("recall@100"), _fmt(((b[n].get("latency_ms") or {}).get("p95")), 1)] for n in same]
     out = ["### Embedding configuration `minilm-titled` (section title + chunk text)", "",
            "Source: `bench/results/scifact_titled.json`: the same evaluation after `manifold embeddings backfill / "
            "verify / activate minilm-titled` for the tenant (the vector branch then reads the titled vectors; BM25 "
-           "is unchanged).", ""]
+           f"is unchanged); commit {titled.get('commit')} against {primary.get('commit')}. Only systems measured "
+           "the same way in both runs are compared"
+           + (f" (left out, configured differently since: {', '.join(n for n in both if n not in same)})."
+              if len(same) < len(both) else "."), ""]
     out += _table(["system", "nDCG@10 primary", "nDCG@10 titled", "recall@100 primary", "recall@100 titled",
                    "p95 ms titled"], rows)
     ta, tb = ((d.get("tuning_on_train") or {}).get("served_fusion_best") or {} for d in (primary, titled))
@@ -322,6 +327,32 @@ def scifact_config_lines(results: Path, primary: dict[str, Any]) -> list[str]:
         out += ["", f"TRAIN queries, best served fusion: primary {_fmt(ta.get('ndcg@10'))}, titled "
                 f"{_fmt(tb.get('ndcg@10'))} nDCG@10 (the train split is what a choice between them may use)."]
     return out + [""]
+
+
+def scifact_study_lines(results: Path) -> list[str]:
+    """What fusion of BM25 and MiniLM can reach on SciFact TRAIN (`bench/scifact_fusion_study.py`)."""
+    data = _load(results, "scifact_fusion_study.json")
+    if data is None:
+        return []
+    best = (data.get("convex") or {}).get("best") or {}
+    rows = [["convex z-score, document level (best alpha " + str(best.get("alpha")) + ")", best.get("ndcg@10")]]
+    rows += [[f"weighted RRF {k}", v] for k, v in (data.get("rrf") or {}).items()]
+    rows += [[f"dense pseudo-relevance feedback {k} (recall@100 {v.get('recall@100')})", v.get("ndcg@10")]
+             for k, v in (data.get("prf") or {}).items()]
+    rows += [[f"other chunks of the document: {k}", v] for k, v in (data.get("multi_chunk") or {}).items()]
+    rows += [[f"alpha per query from {k} (fitted on the same queries)", v.get("ndcg@10")]
+             for k, v in (data.get("adaptive_alpha") or {}).items()]
+    rows += [[f"sentence vectors {k}", v] for k, v in ((data.get("sentences") or {}).get("grid") or {}).items()]
+    rows += [["best alpha chosen per query with its qrels (oracle, not a method)", data.get("oracle_alpha")]]
+    methods = [r[1] for r in rows[1:-1] if isinstance(r[1], float)]  # not the first (served) nor the oracle
+    lift = max(methods, default=0.0) - float(best.get("ndcg@10") or 0.0)
+    out = ["### How far BM25 + MiniLM fusion goes (TRAIN split only)", "",
+           f"Source: `bench/results/scifact_fusion_study.json` (`bench/scifact_fusion_study.py`, {data.get('queries')} "
+           f"train queries, commit {data.get('commit')}; exact cosine over every stored chunk vector, served BM25 "
+           f"executor; document level, each branch z-scored over its top 100). The best other rule is "
+           f"{lift:+.4f} nDCG@10 from the convex fusion the service serves; the per-query oracle "
+           f"({_fmt(data.get('oracle_alpha'))}) is the room a per-query weighting would have.", ""]
+    return out + _table(["variant", "train nDCG@10"], rows) + [""]
 
 
 def scifact_offline_lines(results: Path, published: dict[str, Any]) -> list[str]:
