@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -48,6 +47,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import eval_scifact as E  # noqa: E402  (the benchmark's loaders and metrics)
+from metrics_eval import commit  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results" / "scifact_fusion_study.json"
 ALPHAS = tuple(round(0.05 * i, 2) for i in range(6, 15))
@@ -234,7 +234,7 @@ def main() -> None:
             grid[f"weight={weight}"] = study.score(runs)["ndcg@10"]
         out["sentences"] = {"sentences": len(sentence_docs), "grid": grid}
     out["seconds"] = round(time.monotonic() - started, 1)
-    out["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    out["commit"] = commit()
     args.out.write_text(json.dumps(out, indent=1) + "\n")
     print(json.dumps({k: out[k] for k in ("convex", "oracle_alpha", "adaptive_alpha")}, indent=1))
 

@@ -20,9 +20,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
+import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from metrics_eval import commit, machine, percentile  # noqa: E402 - after bench/ joins sys.path
 
 from manifold.query.executors.vector import VectorExecutor
 from manifold.shared.config import ManifoldSettings
@@ -31,11 +34,6 @@ from manifold.shared.stores.postgres import TenantConnections
 
 OUT = Path(__file__).resolve().parent / "results" / "vector_config_latency.json"
 QUERIES = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "beir-scifact" / "queries.jsonl"
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 1)
 
 
 def main() -> None:
@@ -63,13 +61,13 @@ def main() -> None:
             found = executor.search_vector(vector, tenant_id=args.tenant, limit=args.limit, timeout_s=30, mode=mode)
             times.append(1000 * (time.perf_counter() - start))
             config = found.config
-        modes[mode] = {"p50_ms": percentile(times, 0.5), "p95_ms": percentile(times, 0.95),
+        modes[mode] = {"p50_ms": round(percentile(times, 50), 1), "p95_ms": round(percentile(times, 95), 1),
                        "mean_ms": round(statistics.fmean(times), 1)}
     assert config is not None
     results = json.loads(args.out.read_text()) if args.out.exists() else {}
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     results.setdefault("configs", {})[config] = {
-        "tenant": args.tenant, "queries": len(texts), "limit": args.limit, "commit": commit, **modes}
+        "tenant": args.tenant, "queries": len(texts), "limit": args.limit, "commit": commit(),
+        "machine": machine(), **modes}
     results["benchmark"] = "vector search latency per active embedding configuration (bench/vector_config_latency.py)"
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1) + "\n")
