@@ -71,7 +71,7 @@ _INNER_COLS = ("c.tenant_id, c.chunk_id, c.document_id, c.version, c.section_id,
 # The section title is looked up per neighbour (LATERAL, `LIMIT 1` so the planner cannot flatten it
 # into a join): the neighbour count is known (`limit`), but the planner, estimating one row after the
 # policy and content-hash filters, joined every serving section to each neighbour instead (a
-# parallel configuration's HNSW search: p50 435 ms before, 20 ms after, bench/vector_config_latency.py).
+# parallel configuration's HNSW search: p50 345 ms before, 18 ms after, bench/vector_config_latency.py).
 _OUTER = (f"SELECT {CHUNK_COLUMNS}, c.distance FROM nn c "
           "LEFT JOIN LATERAL (SELECT s.title FROM manifold.serving_sections s WHERE s.tenant_id = c.tenant_id "
           "AND s.section_id = c.section_id LIMIT 1) s ON true "
