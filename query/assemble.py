@@ -21,7 +21,9 @@ from typing import Any, Protocol
 
 from manifold.query.engine import Execution
 from manifold.query.plan import REF_PATTERN, Plan
+from manifold.query.routing.lexicon import QUESTION_WORDS, STOPWORDS
 from manifold.query.types import Evidence, Gap, ReplyStatus
+from manifold.shared import analysis
 
 _NUMBER = re.compile(r"(?<![\w.-])-?\d+\.\d+(?![\w.-])")
 _SNIPPET = 240
@@ -116,11 +118,15 @@ def compose(question: str, plan: Plan, execution: Execution) -> tuple[str, dict[
                 docs = sorted({h.document_id for h in hits if h.identity})
                 sentences.append(f"Exact matches in {len(docs)} documents: {_join(docs)}." if docs
                                  else "No document carries that identifier exactly.")
-            best = hits[0]
-            snippet = _snippet(best.text)
+            terms = tuple(getattr(step.params, "terms", ()) or ())
+            picked = best_passage(question, hits, terms)
+            if picked is None:
+                best, snippet = hits[0], _snippet(hits[0].text)
+            else:
+                best, snippet = picked
             sentences.append(f"Most relevant passage ({best.document_id}): \u201c{snippet}\u201d")
             result[step.id] = {"documents": list(dict.fromkeys(h.document_id for h in hits)),
-                               "chunks": [h.chunk_id for h in hits]}
+                               "chunks": [h.chunk_id for h in hits], "best_chunk": best.chunk_id}
     return " ".join(sentences), result
 
 
@@ -216,6 +222,32 @@ def fallback_quote(plan: Plan, execution: Execution, terms: Sequence[str], empty
     text = f"From the text of {hit.document_id} (not computed from records): \u201c{quote}\u201d"
     return text, {"reason": reason, "document": hit.document_id, "chunk": hit.chunk_id, "anchor": anchor,
                   "quote": quote}
+
+
+def best_passage(question: str, hits: Sequence[Any], terms: Sequence[str] = ()) -> tuple[Any, str] | None:
+    """(hit, quote) of the sentence, clause or table row among `hits` that best matches the
+    question: each technical term it holds (`terms`) counts 3, each distinct content word of the
+    question it holds (compared by stem) counts 1, and an earlier hit wins a tie. None when no
+    unit holds any of them (the caller then quotes the first hit's opening)."""
+    wanted = set(analysis.terms(" ".join(w for w in re.findall(r"[^\W_][\w.'-]*", question)
+                                         if w.casefold() not in QUESTION_WORDS and w.casefold() not in STOPWORDS)))
+    patterns = [(t, p) for t in terms if (p := _term_pattern(t)) is not None]
+    best: tuple[float, Any, int, int, int] | None = None
+    for rank, hit in enumerate(hits):
+        for start, end in _units(hit.text):
+            unit = hit.text[start:end]
+            named = [m for _, p in patterns if (m := p.search(unit))]
+            overlap = len(wanted & set(analysis.terms(unit)))
+            score = 3 * len(named) + overlap - 0.01 * rank
+            if score <= 0:
+                continue
+            if best is None or score > best[0]:
+                first = min((m.start() for m in named), default=0)
+                best = (score, hit, start, end, start + first)
+    if best is None:
+        return None
+    _, hit, start, end, first = best
+    return hit, _quote(hit.text, start, end, first)
 
 
 def _snippet(text: str, limit: int = _SNIPPET) -> str:

@@ -20,6 +20,10 @@ Guarantees:
   appear in or vanish from name resolution. Downstream steps still apply the active-version
   checks, so a stale cache entry can cause a resolution but never a stale citation.
 - Entries come back sorted by (kind, name, entity_id): the same data gives the same tuple.
+- **Holdings.** `holdings(tenant_id)` says which record types (invoice, credit_note, order,
+  catalog_item) the tenant's active documents hold, read from `serving_records` through the query
+  role (RLS, explicit tenant predicate), cached like the catalog: the planner plans a metric only
+  where records can serve it, so "how many" in a tenant of manuals is a text question.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from typing import Any
 import neo4j
 from neo4j import exceptions as neo4j_errors
 
-from manifold.query.types import CatalogEntry, EntityKind
+from manifold.query.types import CatalogEntry, EntityKind, Holdings
 from manifold.shared.config import ManifoldSettings
 from manifold.shared.errors import Transient
 from manifold.shared.stores.manifest import check_tenant
@@ -71,6 +75,11 @@ _PRODUCT_DESCRIPTIONS_SQL = (
     "WHERE l.tenant_id = %(tenant)s AND l.product_code IS NOT NULL AND l.description IS NOT NULL"
 )
 
+_RECORD_TYPES_SQL = (
+    "SELECT t.record_type FROM unnest(ARRAY['invoice', 'credit_note', 'order', 'catalog_item']) AS t(record_type) "
+    "WHERE EXISTS (SELECT 1 FROM serving_records r WHERE r.tenant_id = %(tenant)s AND r.record_type = t.record_type)"
+)
+
 _ALIAS_CAP = 20
 """At most this many aliases per entry (keeps fuzzy matching bounded)."""
 
@@ -85,6 +94,7 @@ class CatalogReader:
         self._timeout_s = settings.query.statement_timeout_ms / 1000.0
         self._ttl_s = ttl_s
         self._cache: dict[str, tuple[float, tuple[CatalogEntry, ...]]] = {}
+        self._holdings: dict[str, tuple[float, Holdings]] = {}
         self._lock = threading.Lock()
 
     def load(self, tenant_id: str) -> tuple[CatalogEntry, ...]:
@@ -101,13 +111,33 @@ class CatalogReader:
                 self._cache[tenant_id] = (now + self._ttl_s, entries)
         return entries
 
+    def holdings(self, tenant_id: str) -> Holdings:
+        """The record types the tenant's active documents hold (see the module docstring)."""
+        check_tenant(tenant_id)
+        now = time.monotonic()
+        with self._lock:
+            cached = self._holdings.get(tenant_id)
+            if cached is not None and cached[0] > now:
+                return cached[1]
+        with self._db.transaction(tenant_id, snapshot=True) as conn:
+            conn.execute("SELECT set_config('statement_timeout', %s, true)",
+                         (str(max(50, int(self._timeout_s * 1000))),))
+            held = Holdings(record_types=frozenset(str(r[0]) for r in conn.execute(
+                _RECORD_TYPES_SQL, {"tenant": tenant_id})))
+        if self._ttl_s > 0:
+            with self._lock:
+                self._holdings[tenant_id] = (now + self._ttl_s, held)
+        return held
+
     def invalidate(self, tenant_id: str | None = None) -> None:
-        """Forget the cached catalog of one tenant (or of all)."""
+        """Forget the cached catalog and holdings of one tenant (or of all)."""
         with self._lock:
             if tenant_id is None:
                 self._cache.clear()
+                self._holdings.clear()
             else:
                 self._cache.pop(tenant_id, None)
+                self._holdings.pop(tenant_id, None)
 
     def _read(self, tenant_id: str) -> tuple[CatalogEntry, ...]:
         rows = self._graph_rows(tenant_id)

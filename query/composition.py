@@ -153,8 +153,16 @@ def build_answerer(settings: ManifoldSettings) -> Any:
     service = QueryService(engine=engine, catalog=catalog, active=_ManifestActive(pg),
                            continuations=_SignedContinuations(continuation_secret(settings)),
                            screen=guard.screen, route=router.route, apply_choice=router.apply_choice,
-                           classifier=classifier, closers=(es.close, driver.close))
+                           classifier=classifier, closers=(es.close, driver.close), common_word=common_word)
     return service
+
+
+def common_word(word: str) -> bool:
+    """Whether `word` (lower case) is a whole word of the bundled model's vocabulary: the
+    abstention check treats other words of a question as rare (`query.abstain`)."""
+    from manifold.shared.embedding import bundled_vocabulary
+
+    return word in bundled_vocabulary()
 
 
 def build_embedded_answerer(settings: ManifoldSettings) -> Any:
@@ -204,4 +212,4 @@ def build_embedded_answerer(settings: ManifoldSettings) -> Any:
                         continuations=_SignedContinuations(continuation_secret(settings)),
                         screen=guard.screen, route=router.route, apply_choice=router.apply_choice,
                         classifier=classifier,
-                        closers=tuple(closers))
+                        closers=tuple(closers), common_word=common_word)

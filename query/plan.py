@@ -97,6 +97,9 @@ class HybridSearchParams(TextSearchParams):
     query_class: Literal["default", "exact", "lexical", "semantic"] = "default"
     """Selects the per-class RRF weights from settings."""
     per_document_cap: int = Field(2, ge=1, le=10)
+    terms: tuple[Annotated[str, Field(min_length=1, max_length=200)], ...] = Field((), max_length=10)
+    """Technical identifiers the question names (`max_connections`, `--no-verify`, `GIT_DIR`):
+    among the fused candidates, chunks holding more of them literally rank first."""
 
 
 class Period(_Params):

@@ -11,6 +11,13 @@ Guarantees:
   totals / prices / exposure → a `metric_query` template; relationships → `graph_expand`
   templates, scoped by time when the question gives a period; mixed questions get a DAG whose
   later steps read earlier steps' ids.
+- A metric is planned only where the tenant's records can serve it (`Holdings`, from the
+  catalog: "how many", "value", "maximum" in a tenant of manuals are not totals) and only when
+  the question bounds it (a period, or a company, supplier or product); otherwise the question is
+  planned as a passage search and `plan_with_notes` says which metric was skipped and why.
+  Technical identifiers of the question (`routing.terms.technical_terms`: `--options`,
+  `ENV_VARS`, `snake_case`, `dotted.keys`, paths, versions) go with each passage search as
+  `terms`, so the passage holding them ranks first.
 - A question it cannot map to any operator gets a `PlanningGap` (the service answers
   `no_answer` with the reason, or a quoted passage via `fallback_plan`) rather than a guessed plan.
 - Prices: a unit price of a known product is a `unit_price_on` metric whatever the intent;
@@ -31,6 +38,8 @@ from typing import Any
 
 from manifold.query.plan import Plan, validate_plan
 from manifold.query.routing.lexicon import QUESTION_WORDS
+from manifold.query.routing.terms import technical_terms
+from manifold.query.types import Holdings
 from manifold.shared.identifiers import identifier_kind, normalize_identifier
 
 _APPROVED = re.compile(r"\bapproved\b|\bvendors?\b|\bsuppliers? of\b", re.I)
@@ -95,8 +104,18 @@ def _period(route: Any) -> dict[str, str] | None:
     return {"start": route.time.start.isoformat(), "end": route.time.end.isoformat()}
 
 
-def compile_plan(route: Any, question: str, *, as_of: date) -> Plan:
+def compile_plan(route: Any, question: str, *, as_of: date, holdings: Holdings | None = None) -> Plan:
     """The plan for `route` (see the module docstring); raises `PlanningGap`."""
+    return plan_with_notes(route, question, as_of=as_of, holdings=holdings)[0]
+
+
+def plan_with_notes(route: Any, question: str, *, as_of: date,
+                    holdings: Holdings | None = None) -> tuple[Plan, list[str]]:
+    """`compile_plan` and the notes on the structured steps it did not plan and why (for the
+    trace): a metric the tenant's records cannot serve (`holdings`), or one the question does not
+    bound. Such a question is planned as a passage search instead."""
+    notes: list[str] = []
+    held = holdings or Holdings()
     steps: list[dict[str, Any]] = []
     companies = _anchor_ids(route, "company")
     suppliers = _anchor_ids(route, "supplier")
@@ -113,10 +132,19 @@ def compile_plan(route: Any, question: str, *, as_of: date) -> Plan:
     # a unit price of a known product is a price question whatever else the wording suggests
     priced = bool(_UNIT_PRICE.search(question)) and bool(product_codes) and not relationship
     if aggregate or priced:
-        aggregate = True
-        steps.extend(_aggregate_steps(route, question, as_of, companies, suppliers, groups,
-                                      product_codes, identifiers))
-    elif relationship:
+        needed = _records_needed(route, question)
+        if not held.can_serve(*needed):
+            notes.append(f"no metric: this tenant's documents hold no {' or '.join(needed)} records")
+            aggregate = False
+        else:
+            try:
+                steps.extend(_aggregate_steps(route, question, as_of, companies, suppliers, groups,
+                                              product_codes, identifiers))
+                aggregate = True
+            except PlanningGap as gap:
+                notes.append(f"no metric: {gap}")
+                aggregate = False
+    if not aggregate and not steps and relationship:
         steps.extend(_relationship_steps(route, question, companies, suppliers, products, groups))
     if exact and not aggregate:
         steps.append({"id": "lookup", "operator": "exact_lookup",
@@ -127,10 +155,22 @@ def compile_plan(route: Any, question: str, *, as_of: date) -> Plan:
         if not query:
             raise PlanningGap("the question has no searchable topic, identifier or anchor")
         query_class = text_query_class(route)
+        terms = technical_terms(question)
         steps.append({"id": "passages", "operator": "hybrid_search", "optional": bool(steps),
                       "params": {"query": query[:1000], "limit": 5, "query_class": query_class,
-                                 **({"identifiers": identifiers} if identifiers else {})}})
-    return validate_plan({"steps": steps, "join": {"keys": ["ids", "keys", "names"], "missing": "report_gap"}})
+                                 **({"identifiers": identifiers} if identifiers else {}),
+                                 **({"terms": terms[:10]} if terms else {})}})
+    plan = validate_plan({"steps": steps, "join": {"keys": ["ids", "keys", "names"], "missing": "report_gap"}})
+    return plan, notes
+
+
+def _records_needed(route: Any, question: str) -> tuple[str, ...]:
+    """The record types an aggregate question's metric would read."""
+    if _UNIT_PRICE.search(question):
+        return ("catalog_item", "invoice")
+    if _AT_RISK.search(question) or (_ORDERS.search(question) and "delayed" in route.statuses):
+        return ("order",)
+    return ("invoice", "credit_note")
 
 
 def _aggregate_steps(route: Any, question: str, as_of: date, companies: list[Any], suppliers: list[Any],
@@ -326,7 +366,9 @@ def fallback_plan(route: Any, question: str) -> Plan | None:
     if identifiers:
         steps.append({"id": "fallback_exact", "operator": "exact_lookup",
                       "params": {"identifiers": identifiers, "limit": 10}})
+    technical = technical_terms(question)
     steps.append({"id": "fallback_text", "operator": "hybrid_search",
                   "params": {"query": query[:1000], "limit": 5, "query_class": "lexical" if terms else "semantic",
-                             **({"identifiers": identifiers} if identifiers else {})}})
+                             **({"identifiers": identifiers} if identifiers else {}),
+                             **({"terms": technical[:10]} if technical else {})}})
     return validate_plan({"steps": steps, "join": {"keys": ["ids", "keys", "names"], "missing": "report_gap"}})

@@ -16,6 +16,15 @@ Guarantees (DESIGN.md §3.5, §5; seed 002 "The turn pipeline"):
   answer quotes a cited line that names an anchor, `partial`, with a gap saying the number was
   read from text, not computed from records; the number check covers the quote (its numbers must
   be in the cited chunk's text).
+- Structured steps only where the tenant's data can serve them: the planner gets the catalog's
+  `holdings` (record types held); a metric the records cannot serve, or one the question does
+  not bound, is not planned and the question is searched as passages (the trace's policy says
+  which metric was skipped and why).
+- Abstention (`query.abstain`): a passage answer whose evidence contains none of the question's
+  salient terms (or misses a technical identifier or quoted phrase it names) is `no_answer`,
+  naming the missing terms; one that misses only some names or rare words is `partial` with a
+  gap naming them. The answer line quotes the best-matching sentence of the passages
+  (`assemble.best_passage`) and its chunk is the first citation.
 - `answer` never raises: store outages become gaps (`partial`), bugs become `error` replies.
 """
 
@@ -27,15 +36,16 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, date, datetime
 from typing import Any, Protocol
 
-from manifold.query import assemble
+from manifold.query import abstain, assemble
 from manifold.query.engine import Engine, Execution
 from manifold.query.plan import Plan, PlanError, validate_plan
-from manifold.query.planner import PlanningGap, anchor_terms, compile_plan, empty_structured_steps, fallback_plan
+from manifold.query.planner import PlanningGap, anchor_terms, empty_structured_steps, fallback_plan, plan_with_notes
 from manifold.query.types import (
     CatalogEntry,
     Clarification,
     Evidence,
     Gap,
+    Holdings,
     IntentScore,
     Principal,
     QueryReply,
@@ -49,6 +59,8 @@ log = logging.getLogger(__name__)
 
 class Catalog(Protocol):
     def load(self, tenant_id: str) -> Sequence[CatalogEntry]: ...
+
+    def holdings(self, tenant_id: str) -> Holdings: ...
 
 
 class ActiveVersions(Protocol):
@@ -67,7 +79,8 @@ class QueryService:
                  continuations: Continuations, screen: Callable[[str], Any], route: Callable[..., Any],
                  apply_choice: Callable[[Any, str], Any], classifier: Any = None,
                  closers: Sequence[Callable[[], None]] = (),
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 common_word: Callable[[str], bool] = lambda _word: True) -> None:
         self._engine = engine
         self._catalog = catalog
         self._active = active
@@ -78,6 +91,7 @@ class QueryService:
         self._classifier = classifier
         self._clock = clock
         self._closers = list(closers)
+        self._common_word = common_word
 
     def close(self) -> None:
         """Stop the engine's threads and release the store clients handed in as `closers`."""
@@ -143,7 +157,9 @@ class QueryService:
                 return self._clarify(request, principal, started, policy, route, question, as_of)
             try:
                 with tracing.span("plan"):
-                    plan = compile_plan(route, question, as_of=as_of)
+                    plan, notes = plan_with_notes(route, question, as_of=as_of,
+                                                  holdings=self._catalog.holdings(principal.tenant_id))
+                policy.extend(f"plan: {note}; passages instead" for note in notes)
             except PlanningGap as exc:
                 reply = self._text_only(request, principal, started, policy, route, question, deadline, str(exc))
                 if reply is not None:
@@ -165,7 +181,8 @@ class QueryService:
             answer, result = assemble.compose(question, plan, execution)
         if fallback is not None:
             answer, result = self._quoted(plan, execution, route, question, empty, answer, result, evidence)
-        return self._checked(request, started, policy, route, plan, execution, answer, result, evidence)
+        return self._checked(request, started, policy, route, plan, execution, answer, result, evidence,
+                             question=question)
 
     def _text_only(self, request: QueryRequest, principal: Principal, started: float, policy: list[str],
                    route: Any, question: str, deadline: float, why: str) -> QueryReply | None:
@@ -180,7 +197,8 @@ class QueryService:
         if not result.get("fallback") or not evidence:
             return None
         policy.append("fallback: text routes for the anchors (no structured plan)")
-        return self._checked(request, started, policy, route, plan, execution, answer, result, evidence)
+        return self._checked(request, started, policy, route, plan, execution, answer, result, evidence,
+                             question=question)
 
     @staticmethod
     def _quoted(plan: Plan, execution: Execution, route: Any, question: str, empty: Sequence[str], answer: str,
@@ -197,7 +215,18 @@ class QueryService:
         return (f"{answer} {text}".strip(), {**result, "fallback": info})
 
     def _checked(self, request: QueryRequest, started: float, policy: list[str], route: Any, plan: Plan,
-                 execution: Execution, answer: str, result: dict[str, Any], evidence: list[Evidence]) -> QueryReply:
+                 execution: Execution, answer: str, result: dict[str, Any], evidence: list[Evidence],
+                 question: str = "") -> QueryReply:
+        evidence = _best_first(evidence, result)
+        verdict = abstain.judge(question, evidence, result, self._common_word) if route is not None else None
+        if verdict is not None:
+            policy.append(f"abstain: {verdict.status} ({verdict.detail()})")
+            execution.gaps.append(Gap(step="terms", kind="missing_data", detail=verdict.detail()))
+            if verdict.status == "no_answer":
+                return self._reply(request, started, policy, status="no_answer", route=route, plan=plan,
+                                   execution=execution,
+                                   answer=f"No answer: {verdict.detail()} in this tenant's active documents.")
+            answer = f"Partial: {verdict.detail()}. {answer}".strip()
         wrong = assemble.check_numbers(answer, result, evidence)
         if wrong:
             policy.append(f"number check: failed for {', '.join(wrong)}")
@@ -266,6 +295,16 @@ class QueryService:
                           result=result or {}, evidence=tuple(evidence), gaps=tuple(all_gaps),
                           clarification=clarification,
                           plan=plan.model_dump(mode="json") if plan else None, trace=trace, error=error)
+
+
+def _best_first(evidence: list[Evidence], result: dict[str, Any]) -> list[Evidence]:
+    """`evidence` with the chunks the answer lines quote (`best_chunk` of each text step) first,
+    in step order; the rest keep their order."""
+    best = [v["best_chunk"] for v in result.values() if isinstance(v, dict) and v.get("best_chunk")]
+    if not best:
+        return evidence
+    order = {chunk: k for k, chunk in enumerate(best)}
+    return sorted(evidence, key=lambda ev: order.get(ev.chunk_id or "", len(order)))
 
 
 def _merge(plan: Plan, execution: Execution, fallback: Plan, extra: Execution) -> tuple[Plan, Execution]:

@@ -38,6 +38,18 @@ class Principal(_Frozen):
     scopes: tuple[str, ...] = ("query:read",)
 
 
+class Holdings(_Frozen):
+    """Which structured records a tenant's active documents hold, by record type (`invoice`,
+    `credit_note`, `order`, `catalog_item`): the planner plans a metric only where they can
+    serve it. `None` means unknown (every metric may be planned)."""
+
+    record_types: frozenset[str] | None = None
+
+    def can_serve(self, *needed: str) -> bool:
+        """True when the records are unknown or any of `needed` record types is held."""
+        return self.record_types is None or bool(self.record_types & set(needed))
+
+
 class CatalogEntry(_Frozen):
     """One resolvable name in a tenant's catalog (from active graph entities and records).
 

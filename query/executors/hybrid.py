@@ -13,7 +13,9 @@ Guarantees of `HybridExecutor.run(params, *, tenant_id, timeout_s)`:
   `k = settings.rrf_k` and `settings.rrf_weights[class]`, or normalised score fusion (min-max or
   z-score) with `settings.score_weights[class]`, with `settings.fusion_document_support`; then
   union, dedup (chunk id, content hash, overlap), identity hits first, per-document cap, at most
-  `params.limit` chunks.
+  `params.limit` chunks. With `params.terms` (technical identifiers the question names), the
+  first `_TERM_POOL` fused chunks are reordered so that those holding more of the terms
+  literally come first (`promote_terms`), then `params.limit` are kept.
   `result["fusion"]` names the method used.
 - Output hits carry the fused rank and score; each evidence item carries every branch's original
   rank in `claims["ranks"]`, the branches in `routes`, and merged duplicate ids in
@@ -35,6 +37,7 @@ from manifold.query.evidence import StoreClock, chunk_evidence, final_check, now
 from manifold.query.executors.vector import VectorExecutor
 from manifold.query.fusion import fuse
 from manifold.query.plan import BM25SearchParams, ExactLookupParams, HybridSearchParams, VectorSearchParams
+from manifold.query.routing.terms import occurs
 from manifold.query.types import Evidence, StepResult
 from manifold.shared.config import QuerySettings
 from manifold.shared.errors import Transient
@@ -46,6 +49,24 @@ _CONCURRENT_STEPS = 2
 _GRACE_S = 0.5
 """Beyond the step budget, how long to wait for a branch before calling it timed out (each
 store call is already bounded by its own timeout)."""
+
+
+_TERM_POOL = 30
+"""With `terms`, how many fused candidates are reordered before the step's `limit` is taken."""
+
+
+def promote_terms(hits: Sequence[Any], terms: Sequence[str]) -> list[Any]:
+    """Fused hits (`.hit.text`, `.hit.section_title`, `.hit.identity`) with identity hits first,
+    then those holding more of `terms` literally (`routing.terms.occurs`), fused order otherwise
+    (a stable sort): the passage that holds the identifier a question names ranks first."""
+    if not terms:
+        return list(hits)
+
+    def held(f: Any) -> int:
+        text = f"{f.hit.section_title}\n{f.hit.text}"
+        return sum(occurs(t, text) for t in terms)
+
+    return sorted(hits, key=lambda f: (not f.hit.identity, -held(f)))
 
 
 def fusion_choice(settings: QuerySettings, query_class: str) -> tuple[str, dict[str, float]]:
@@ -126,14 +147,16 @@ class HybridExecutor:
             raise Transient("hybrid search: every branch failed: " +
                             "; ".join(f"{b}: {r}" for b, r in failed.items()))
         method, weights = fusion_choice(self._settings, params.query_class)
+        depth_out = max(params.limit, _TERM_POOL) if params.terms else params.limit
         fusion = fuse({b: r.hits for b, r in results.items()}, k=self._settings.rrf_k, weights=weights,
-                      per_document_cap=params.per_document_cap, limit=params.limit, failed=failed, method=method,
+                      per_document_cap=params.per_document_cap, limit=depth_out, failed=failed, method=method,
                       document_support=self._settings.fusion_document_support)
+        fused = promote_terms(fusion.hits, params.terms)[:params.limit]
         clock = StoreClock()
         with clock, self._db.transaction(tenant_id) as conn:
-            checked, dropped = final_check(conn, tenant_id, [f.hit for f in fusion.hits])
+            checked, dropped = final_check(conn, tenant_id, [f.hit for f in fused])
         active_ids = {h.chunk_id for h in checked}
-        kept = [f for f in fusion.hits if f.hit.chunk_id in active_ids]
+        kept = [f for f in fused if f.hit.chunk_id in active_ids]
         stores = {e.chunk_id: e.store for r in results.values() for e in r.evidence if e.chunk_id}
         at = now_utc()
         evidence: list[Evidence] = []

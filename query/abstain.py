@@ -1,0 +1,69 @@
+"""Honest abstention: a passage answer must contain what the question names (pure functions).
+
+A search always returns its nearest passages, relevant or not. When the question names
+something (a technical identifier, a quoted phrase, a capitalised name, a rare word; see
+`routing.terms.salient_terms`) that occurs in none of the evidence, those passages are about
+something else, and the reply must say so rather than look answered.
+
+Guarantees of `judge(question, evidence, result, common)`:
+- Only passage answers are judged: when a structured step found data (a metric with matched
+  lines, a graph step with names, a price) the reply stands as it is (None).
+- The terms looked for are the question's salient terms; each is looked for in every chunk's
+  text and section title, and the document ids (`routing.terms.covered`: literal, or by stem).
+- `Abstention.missing` lists the salient terms found in no evidence, in question order. The
+  verdict is `no_answer` when nothing salient is covered, or when a technical identifier or a
+  quoted phrase is missing (the question is about that thing, and no passage names it);
+  `partial` when only some names or rare words are missing; None when every salient term is
+  covered or the question has none.
+- Deterministic; no I/O (`common` is the caller's word list predicate).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from manifold.query.routing.terms import covered, salient_terms, technical_terms
+from manifold.query.types import Evidence
+
+__all__ = ["Abstention", "judge"]
+
+
+@dataclass(frozen=True)
+class Abstention:
+    status: Literal["no_answer", "partial"]
+    missing: tuple[str, ...]
+
+    def detail(self) -> str:
+        names = ", ".join(f"\u201c{t}\u201d" for t in self.missing)
+        return f"no evidence mentions {names}"
+
+
+def _structured(result: Mapping[str, Any]) -> bool:
+    for value in result.values():
+        if not isinstance(value, Mapping):
+            continue
+        if value.get("matched_line_count") or value.get("names") or value.get("prices"):
+            return True
+    return False
+
+
+def judge(question: str, evidence: Sequence[Evidence], result: Mapping[str, Any],
+          common: Callable[[str], bool]) -> Abstention | None:
+    """The abstention verdict for a reply (see the module guarantees)."""
+    if _structured(result):
+        return None
+    salient = salient_terms(question, common)
+    if not salient:
+        return None
+    texts = [f"{ev.claims.get('section_title') or ''}\n{ev.text or ''}\n{ev.document_id or ''}"
+             for ev in evidence if ev.kind in ("chunk", "record")]
+    missing = tuple(t for t in salient if not covered(t, texts))
+    if not missing:
+        return None
+    strong = set(technical_terms(question))
+    quoted = {t for t in salient if t not in strong and " " in t}
+    if len(missing) == len(salient) or any(t in strong or t in quoted for t in missing):
+        return Abstention("no_answer", missing)
+    return Abstention("partial", missing)

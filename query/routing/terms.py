@@ -1,0 +1,141 @@
+"""Technical identifiers and salient terms of a question, and where they occur (pure functions).
+
+Business identifiers (`INV-2026-0148`, `PRD-482`) are `shared.identifiers`; this module finds the
+identifiers of every other world, the way people write them in manuals, API docs and configs:
+
+- `--long-options` and `-x` flags; `ENV_VARS` and `$VARS`; `snake_case`; `dotted.keys`;
+  `CamelCase` / `camelCase`; paths (`/etc/ssh/sshd_config`, `~/.gitconfig`, `docs/api.md`);
+  version strings (`1.2.3`, `v2.0`); and anything in backticks.
+
+Guarantees:
+- `technical_terms(text)` returns each such term once, as written, in order of first appearance;
+  a sentence-ending period, a trailing comma or quote is never part of a term; abbreviations
+  such as `e.g.` and plain words are never terms.
+- `occurs(term, text)` is a case-insensitive literal match that does not start or end inside a
+  word (`max_connections` does not occur in `max_connections_per_ip`), with runs of whitespace,
+  `-` and `_` between a term's parts matched loosely (`auto-crlf` ~ `auto_crlf`), so a term
+  found in a chunk is the identifier the question names.
+- `salient_terms(question, common)` are the words and terms a relevant passage must contain:
+  technical terms, quoted phrases, capitalised names that are not the question's first word,
+  and rare words (alphabetic, ≥ 4 letters, not stop words, for which `common(word)` is False).
+  `covered(term, texts)` says whether a salient term occurs in any text, comparing words by
+  their Snowball stem so `caching` covers `cache`.
+- Deterministic, no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+
+from manifold.query.routing.lexicon import QUESTION_WORDS, STOPWORDS
+from manifold.shared import analysis
+
+__all__ = ["covered", "occurs", "salient_terms", "technical_terms"]
+
+_BOUND_L = r"(?<![\w$./~-])"
+_BOUND_R = r"(?![\w/-]|\.[\w])"
+
+_PATTERNS: tuple[re.Pattern[str], ...] = tuple(re.compile(p) for p in (
+    r"`([^`\n]{2,80})`",                                                   # `anything in backticks`
+    _BOUND_L + r"(--?[A-Za-z][A-Za-z0-9]*(?:[-_.][A-Za-z0-9]+)*(?:=\w+)?)" + _BOUND_R,  # --option, -x
+    r"(?<![\w$])(\$\{?[A-Za-z_][A-Za-z0-9_]*\}?)",                           # $VAR, ${VAR}
+    r"(?<![\w./~-])((?:~|\.{1,2})?/(?:[\w.+-]+/)*[\w.+-]*[\w+])" + _BOUND_R,  # /abs/path, ~/.rc
+    r"(?<![\w./~-])([\w.+-]+(?:/[\w.+-]+)+)" + _BOUND_R,                    # rel/path.ext
+    _BOUND_L + r"([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)" + _BOUND_R,                # ENV_VAR
+    _BOUND_L + r"([A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+)" + _BOUND_R,       # snake_case
+    _BOUND_L + r"([A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*)+)" + _BOUND_R,        # dotted.key
+    _BOUND_L + r"([a-z]+(?:[A-Z][a-z0-9]*)+)" + _BOUND_R,                    # camelCase
+    _BOUND_L + r"([A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+)" + _BOUND_R,            # CamelCase
+    _BOUND_L + r"(v?\d+(?:\.\d+){1,3}(?:[-+~][A-Za-z0-9.]+)?)" + _BOUND_R,  # 1.2.3, v2.0
+))
+_DOTTED = re.compile(r"[A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*)+")
+_QUOTED = re.compile(r"\"([^\"]{2,80})\"|“([^”]{2,80})”|(?<![A-Za-z])'([^'\n]{3,80})'(?![A-Za-z])")
+_WORD = re.compile(r"[^\W\d_][\w'’-]*")
+_PATH = re.compile(r"/")
+
+
+def _is_term(term: str) -> bool:
+    if len(term) < 2:
+        return False
+    if _DOTTED.fullmatch(term) and not _PATH.search(term):
+        parts = term.split(".")
+        # abbreviations (e.g, i.e, a.m) and sentence joins ("end.Next") are not keys
+        if any(len(p) < 2 for p in parts) or (parts[-1][:1].isupper() and parts[0][:1].islower()):
+            return False
+    return True
+
+
+def technical_terms(text: str) -> list[str]:
+    """Technical identifiers in `text` (see the module guarantees), as written, first seen first."""
+    found: list[tuple[int, int, str]] = []
+    for pattern in _PATTERNS:
+        for match in pattern.finditer(text):
+            start, end = match.span(1)
+            term = match.group(1).strip().rstrip(".,;:")
+            if not _is_term(term):
+                continue
+            if any(s <= start and end <= e for s, e, _ in found):
+                continue  # inside a longer term already taken (a path's file name, a backticked key)
+            found = [f for f in found if not (start <= f[0] and f[1] <= end)]
+            found.append((start, end, term))
+    seen: dict[str, None] = {}
+    for _, _, term in sorted(found):
+        seen.setdefault(term, None)
+    return list(seen)
+
+
+def _loose(term: str) -> str:
+    term = term.strip()
+    lead = re.match(r"[^\w]*", term).group(0)  # type: ignore[union-attr]  # always matches
+    parts = [p for p in re.split(r"[\s_-]+", term[len(lead):]) if p]
+    return re.escape(lead) + r"[\s_-]+".join(re.escape(p) for p in parts) if parts else ""
+
+
+def occurs(term: str, text: str) -> bool:
+    """True when `term` occurs literally in `text` (see the module guarantees)."""
+    body = _loose(term)
+    if not body:
+        return False
+    left = r"(?<![\w])" if term[:1].isalnum() or term[:1] == "_" else r"(?<![\w-])"
+    right = r"(?![\w])" if term[-1:].isalnum() or term[-1:] == "_" else ""
+    return re.search(left + body + right, text, re.IGNORECASE) is not None
+
+
+def _quoted(question: str) -> list[str]:
+    return [next(g for g in m.groups() if g) for m in _QUOTED.finditer(question)]
+
+
+def salient_terms(question: str, common: Callable[[str], bool]) -> list[str]:
+    """The terms a relevant passage must contain (see the module guarantees), first seen first."""
+    out: dict[str, None] = {}
+    for term in [*technical_terms(question), *_quoted(question)]:
+        out.setdefault(term, None)
+    taken = " ".join(out)
+    words = list(_WORD.finditer(question))
+    for k, match in enumerate(words):
+        word = match.group(0).strip("'’-")
+        low = word.casefold()
+        if len(word) < 2 or low in STOPWORDS or low in QUESTION_WORDS or word in taken:
+            continue
+        capitalised = word[:1].isupper() and k > 0 and not word.isupper()
+        acronym = word.isupper() and len(word) >= 2
+        rare = word.isalpha() and len(word) >= 4 and not common(low)
+        if capitalised or acronym or rare:
+            out.setdefault(word, None)
+    return list(out)
+
+
+def _stems(text: str) -> set[str]:
+    return set(analysis.terms(text))
+
+
+def covered(term: str, texts: Iterable[str]) -> bool:
+    """Whether `term` occurs in any of `texts`: literally, or (a single word) by its stem."""
+    texts = list(texts)
+    if any(occurs(term, t) for t in texts):
+        return True
+    if " " in term.strip() or not term.isalpha():
+        return False
+    stems = _stems(term)
+    return bool(stems) and any(stems <= _stems(t) for t in texts)

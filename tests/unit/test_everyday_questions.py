@@ -1,0 +1,158 @@
+"""Questions over everyday documents: technical identifiers, holdings-aware planning, the
+answer sentence and honest abstention (pure parts, no services)."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+
+from manifold.query import abstain
+from manifold.query.assemble import best_passage
+from manifold.query.executors.hybrid import promote_terms
+from manifold.query.planner import compile_plan, plan_with_notes
+from manifold.query.router import route
+from manifold.query.routing.terms import covered, occurs, salient_terms, technical_terms
+from manifold.query.types import CatalogEntry, Evidence, Holdings, TextHit
+
+AS_OF = date(2026, 5, 10)
+MANUALS = Holdings(record_types=frozenset())
+PROCUREMENT = Holdings(record_types=frozenset({"invoice", "credit_note", "order", "catalog_item"}))
+CATALOG = [CatalogEntry(kind="supplier", entity_id="ent_sb", key="supplier beta", name="Supplier Beta")]
+COMMON = frozenset("""what how long does the keep password credential cache helper value default
+option maximum number many files set version which command release""".split())
+
+
+def common(word: str) -> bool:
+    return word in COMMON
+
+
+# ---- identifiers of every shape ----------------------------------------------------------------
+
+def test_identifiers_of_every_shape_are_found_as_written() -> None:
+    cases = {
+        "What is the default value of max_connections?": ["max_connections"],
+        "What does GIT_DIR point to?": ["GIT_DIR"],
+        "How do I set core.autocrlf on Windows?": ["core.autocrlf"],
+        "What does --no-verify skip, and what does -n do?": ["--no-verify", "-n"],
+        "Is PermitRootLogin on by default in /etc/ssh/sshd_config?": ["PermitRootLogin", "/etc/ssh/sshd_config"],
+        "What does the $HOME variable do in ~/.profile?": ["$HOME", "~/.profile"],
+        "What changed in version 2.39.5 of useHttpPath?": ["2.39.5", "useHttpPath"],
+        "What does `git log -p` show?": ["git log -p"],
+    }
+    for question, expected in cases.items():
+        assert technical_terms(question) == expected, question
+
+
+def test_plain_words_and_abbreviations_are_not_identifiers() -> None:
+    assert technical_terms("What is the policy, e.g. for leave? It ends.Then nothing.") == []
+    assert technical_terms("How long is the warranty on sensors?") == []
+
+
+def test_a_term_occurs_only_as_a_whole_identifier() -> None:
+    assert occurs("max_connections", "Sets max_connections (integer).")
+    assert not occurs("max_connections", "see max_connections_per_ip")
+    assert occurs("--no-verify", "This option bypasses hooks: --no-verify.")
+    assert not occurs("--verify", "use --no-verify")
+    assert occurs("GIT_DIR", "If the git_dir environment variable is set")
+
+
+def test_the_passage_that_holds_the_identifier_ranks_first() -> None:
+    class Fused:
+        def __init__(self, chunk: str, text: str, identity: bool = False) -> None:
+            self.hit = TextHit(chunk_id=chunk, document_id="d", version=1, section_id="s", text=text,
+                               content_sha256="x", source="bm25", rank=1, identity=identity)
+
+    hits = [Fused("a", "connections in general"), Fused("b", "max_connections sets the limit"),
+            Fused("c", "INV-1", identity=True)]
+    assert [f.hit.chunk_id for f in promote_terms(hits, ["max_connections"])] == ["c", "b", "a"]
+    assert [f.hit.chunk_id for f in promote_terms(hits, [])] == ["a", "b", "c"]
+
+
+# ---- structured routes only where the tenant's data can serve them -------------------------------
+
+def _plan(question: str, holdings: Holdings):  # type: ignore[no-untyped-def]
+    return plan_with_notes(route(question, CATALOG, as_of=AS_OF), question, as_of=AS_OF, holdings=holdings)
+
+
+def test_value_maximum_and_how_many_are_passage_questions_without_records() -> None:
+    for question in ("What is the default value of the timeout option?",
+                     "How many files can the cache hold at most?",
+                     "What is the maximum length of a branch name?"):
+        plan, notes = _plan(question, MANUALS)
+        operators = [s.operator for s in plan.steps]
+        assert operators == ["hybrid_search"], (question, operators)
+        assert notes and "no metric" in notes[0]
+
+
+def test_an_unbounded_total_is_searched_as_passages_even_with_records() -> None:
+    plan, notes = _plan("How many days does the notice period last in total?", PROCUREMENT)
+    assert [s.operator for s in plan.steps] == ["hybrid_search"]
+    assert "bounded" in notes[0]
+
+
+def test_a_bounded_total_still_plans_the_metric_where_records_exist() -> None:
+    plan, notes = _plan("What did we spend with Supplier Beta in March 2026?", PROCUREMENT)
+    assert [s.operator for s in plan.steps] == ["metric_query"] and notes == []
+    plan, notes = _plan("What did we spend with Supplier Beta in March 2026?", MANUALS)
+    assert "metric_query" not in [s.operator for s in plan.steps]
+    assert "invoice or credit_note" in notes[0]
+
+
+def test_unknown_holdings_keep_the_earlier_plans() -> None:
+    question = "What did we spend with Supplier Beta in March 2026?"
+    plan = compile_plan(route(question, CATALOG, as_of=AS_OF), question, as_of=AS_OF)
+    assert [s.operator for s in plan.steps] == ["metric_query"]
+
+
+def test_technical_terms_ride_with_the_passage_search() -> None:
+    plan, _ = _plan("What is the default value of max_connections?", MANUALS)
+    assert plan.steps[0].params.terms == ("max_connections",)
+
+
+# ---- the answer sentence --------------------------------------------------------------------------
+
+def _hit(chunk: str, text: str) -> TextHit:
+    return TextHit(chunk_id=chunk, document_id=f"doc-{chunk}", version=1, section_id="s", text=text,
+                   content_sha256="x", source="bm25", rank=1)
+
+
+def test_the_answer_quotes_the_sentence_that_holds_the_fact() -> None:
+    hits = [_hit("a", "The cache is fast. Many helpers exist for storing passwords."),
+            _hit("b", "Options. The --timeout option sets how long the cache helper keeps a password: "
+                      "the default is 900 seconds. Other text follows.")]
+    picked = best_passage("How long does the cache helper keep a password by default?", hits, ["--timeout"])
+    assert picked is not None
+    hit, quote = picked
+    assert hit.chunk_id == "b" and "900 seconds" in quote and "Other text" not in quote
+
+
+# ---- honest abstention ----------------------------------------------------------------------------
+
+def _evidence(text: str, title: str = "") -> Evidence:
+    return Evidence(evidence_id="chunk:x", store="postgres", kind="chunk", tenant_id="t", document_id="manual.html",
+                    version=1, chunk_id="x", text=text, claims={"section_title": title},
+                    retrieved_at=datetime.now(UTC))
+
+
+def test_salient_terms_are_identifiers_names_and_rare_words() -> None:
+    terms = salient_terms("How long does the credential cache helper keep a password in Frobnitz?", common)
+    assert terms == ["Frobnitz"]
+    assert "frobnicate" in salient_terms("What is the default value of the frobnicate option?", common)
+    assert covered("caching", ["the cache keeps it"])
+
+
+def test_a_question_about_something_no_evidence_names_is_not_answered() -> None:
+    ev = [_evidence("The credential cache helper keeps passwords in memory for 900 seconds.")]
+    verdict = abstain.judge("What is the default value of --frobnicate-level?", ev, {}, common)
+    assert verdict is not None and verdict.status == "no_answer" and verdict.missing == ("--frobnicate-level",)
+    assert abstain.judge("How long does the credential cache helper keep a password?", ev, {}, common) is None
+
+
+def test_a_partly_covered_question_is_partial_and_names_the_missing_term() -> None:
+    ev = [_evidence("Git stores credentials with the cache helper.")]
+    verdict = abstain.judge("Does Git or Mercurial cache credentials?", ev, {}, common)
+    assert verdict is not None and verdict.status == "partial" and verdict.missing == ("Mercurial",)
+
+
+def test_structured_answers_are_not_judged_by_their_words() -> None:
+    result = {"spend": {"metric": "total_spend", "matched_line_count": 3}}
+    assert abstain.judge("What did Zyxel cost?", [], result, common) is None
