@@ -15,12 +15,17 @@ TEXT = "text/plain"
 MARKDOWN = "text/markdown"
 HTML = "text/html"
 CSV = "text/csv"
+TSV = "text/tab-separated-values"
 JSON = "application/json"
 EMAIL = "message/rfc822"
 DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+PPTX = "application/vnd.openxmlformats-officedocument.presentationml.presentation"
 PDF = "application/pdf"
 
-SUPPORTED_MEDIA_TYPES: frozenset[str] = frozenset({TEXT, MARKDOWN, HTML, CSV, JSON, EMAIL, DOCX, PDF})
+SUPPORTED_MEDIA_TYPES: frozenset[str] = frozenset(
+    {TEXT, MARKDOWN, HTML, CSV, TSV, JSON, EMAIL, DOCX, XLSX, PPTX, PDF}
+)
 
 _BY_EXTENSION: dict[str, str] = {
     ".txt": TEXT,
@@ -31,9 +36,13 @@ _BY_EXTENSION: dict[str, str] = {
     ".html": HTML,
     ".htm": HTML,
     ".csv": CSV,
+    ".tsv": TSV,
+    ".tab": TSV,
     ".json": JSON,
     ".eml": EMAIL,
     ".docx": DOCX,
+    ".xlsx": XLSX,
+    ".pptx": PPTX,
     ".pdf": PDF,
 }
 
@@ -48,7 +57,8 @@ def guess_media_type(path: PurePath, head: bytes) -> str | None:
     """The media type of a file named `path` whose content starts with `head`, or None if unknown.
 
     Known extensions (case-insensitive) decide. Otherwise the head is sniffed: `%PDF-` is a PDF,
-    a zip whose head names `word/` parts is a DOCX, a leading `<html>`/`<!doctype html>` is HTML,
+    a zip whose head names `word/` parts is a DOCX (`xl/` an XLSX, `ppt/` a PPTX: the first
+    such part name in the zip's local headers decides), a leading `<html>`/`<!doctype html>` is HTML,
     and at least two RFC 822 headers (From, To, Subject, Date, ...) in the opening header block
     make an email.
     """
@@ -62,13 +72,32 @@ def _sniff(head: bytes) -> str | None:
     if head.startswith(b"%PDF-"):
         return PDF
     if head.startswith(b"PK\x03\x04"):
-        return DOCX if b"word/" in head else None
+        return _office_type(head)
     body = head[len(_UTF8_BOM) :] if head.startswith(_UTF8_BOM) else head
     if _HTML_START.match(body[:4096]):
         return HTML
     if _looks_like_email(body):
         return EMAIL
     return None
+
+
+_OFFICE_PARTS: tuple[tuple[bytes, str], ...] = ((b"word/", DOCX), (b"xl/", XLSX), (b"ppt/", PPTX))
+
+
+def _office_type(head: bytes) -> str | None:
+    """The Office Open XML type of a zip from the member names in its local file headers (each
+    `PK\\x03\\x04` header holds the name length at offset 26 and the name at offset 30); when no
+    header names one, the earliest of `word/`, `xl/`, `ppt/` anywhere in the head."""
+    start = 0
+    while (at := head.find(b"PK\x03\x04", start)) >= 0 and at + 30 <= len(head):
+        length = int.from_bytes(head[at + 26 : at + 28], "little")
+        name = head[at + 30 : at + 30 + length]
+        for prefix, media_type in _OFFICE_PARTS:
+            if name.startswith(prefix):
+                return media_type
+        start = at + 4
+    found = [(at, media_type) for prefix, media_type in _OFFICE_PARTS if (at := head.find(prefix)) >= 0]
+    return min(found)[1] if found else None  # a name cut off by the head's end: the earliest mention
 
 
 def _looks_like_email(head: bytes) -> bool:

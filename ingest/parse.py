@@ -4,7 +4,8 @@ Guarantees:
 - Pure and deterministic: the same (doc, bytes, versions) always gives the same `ParsedDocument`;
   no I/O beyond reading installed packages, no network, no clock.
 - Every supported media type (`manifold.ingest.media.SUPPORTED_MEDIA_TYPES`) is read by its
-  reader in `parse_formats`; `application/octet-stream` is sniffed from the document name
+  reader (`READERS`: `parse_formats`, Office Open XML in `parse_office`, PDF in `parse_pdf`);
+  `application/octet-stream` is sniffed from the document name
   (metadata `filename`, else the document id) and the first bytes.
 - Failures are typed: an unknown media type raises `UnsupportedMediaType`; corrupt, truncated,
   binary-as-text or undecodable content raises `BadInput` with the reason. Empty content (no
@@ -20,9 +21,10 @@ Guarantees:
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Callable
 from pathlib import Path
 
-from manifold.ingest import parse_formats
+from manifold.ingest import media, parse_formats, parse_office, parse_pdf
 from manifold.ingest.media import SUPPORTED_MEDIA_TYPES, guess_media_type
 from manifold.ingest.parse_formats import Draft
 from manifold.shared.artifacts import DocRef, Element, ParsedDocument, PipelineVersions
@@ -39,17 +41,34 @@ _ALIASES = {
     "application/csv": "text/csv",
     "text/x-csv": "text/csv",
     "text/json": "application/json",
+    "text/tsv": "text/tab-separated-values",
+    "text/x-tab-separated-values": "text/tab-separated-values",
 }
 _OPAQUE = {"application/octet-stream", "binary/octet-stream"}
 _INVISIBLE = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad"), None) | {
     ord("\ufb00"): "ff", ord("\ufb01"): "fi", ord("\ufb02"): "fl", ord("\ufb03"): "ffi", ord("\ufb04"): "ffl",
 }
 
+READERS: dict[str, Callable[[bytes], list[Draft]]] = {
+    media.TEXT: parse_formats.read_text,
+    media.MARKDOWN: parse_formats.read_markdown,
+    media.HTML: parse_formats.read_html,
+    media.CSV: parse_formats.read_csv,
+    media.TSV: parse_formats.read_tsv,
+    media.JSON: parse_formats.read_json,
+    media.EMAIL: parse_formats.read_email,
+    media.DOCX: parse_office.read_docx,
+    media.XLSX: parse_office.read_xlsx,
+    media.PPTX: parse_office.read_pptx,
+    media.PDF: parse_pdf.read_pdf,
+}
+"""The reader of each supported media type (the keys are exactly `SUPPORTED_MEDIA_TYPES`)."""
+
 
 def handle(doc: DocRef, content: bytes, versions: PipelineVersions) -> ParsedDocument:
     """Parse `content` (the bytes of `doc`) into elements; see the module docstring for guarantees."""
     media_type = resolve_media_type(doc, content)
-    drafts = [] if not content.strip() else parse_formats.READERS[media_type](content)
+    drafts = [] if not content.strip() else READERS[media_type](content)
     return ParsedDocument(doc=doc, versions=versions, elements=_elements(drafts))
 
 

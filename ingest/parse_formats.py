@@ -2,15 +2,17 @@
 
 Guarantees:
 - Same bytes, same drafts (no clocks, no randomness; language detection is switched off).
-- Every failure of a third-party library (unstructured, pdfminer, zipfile, csv, json, email)
-  leaves as `BadInput` with a readable reason; a bug in this module stays a plain exception.
+- Every failure of a third-party library (unstructured, csv, json, email) leaves as `BadInput`
+  with a readable reason; a bug in this module stays a plain exception.
 - Nothing touches the network: unstructured telemetry is opted out before its first import and
   its spaCy model comes from the installed `en_core_web_sm` package.
 
-unstructured partitions text, Markdown, HTML, DOCX and email bodies. CSV, JSON and PDF are read
-here because unstructured cannot do them faithfully offline: `partition_csv` truncates
-single-column files and rejects ragged rows, `partition_json` reads only its own element format,
-and `partition_pdf` needs the `unstructured[pdf]` inference stack (pdfminer.six is used instead).
+unstructured partitions text, Markdown, HTML and email bodies (HTML after its navigation is
+removed: `html_boilerplate`). CSV, TSV and JSON are read here because unstructured cannot do them
+faithfully offline: `partition_csv` truncates single-column files and rejects ragged rows,
+`partition_json` reads only its own element format. Office files are read in `parse_office`,
+PDF in `parse_pdf`; the shared helpers (`Draft`, `library_errors`, `from_unstructured`, ...) live
+here.
 """
 
 from __future__ import annotations
@@ -21,20 +23,18 @@ import io
 import json
 import os
 import re
-import zipfile
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from decimal import Decimal
 from email import policy
 from email.parser import BytesParser
-from typing import Any
+from typing import Any, Literal
 
+from manifold.ingest.html_boilerplate import strip_boilerplate
 from manifold.shared.artifacts import ElementKind
 from manifold.shared.errors import BadInput
 
-MAX_DOCX_UNPACKED_BYTES = 256 * 1024 * 1024
 MAX_TABLE_COLUMNS = 1024
 """A table (CSV, JSON records, HTML/DOCX table) wider than this is rejected as `BadInput`: no
 retrieval or record use needs more, and a million-column row would otherwise become one huge
@@ -42,7 +42,7 @@ header repeated in every chunk (SECURITY.md, wide table rows)."""
 _RECORD_KEYS = ("records", "items", "rows")
 _WRAPPED_LINE = 40  # a line at least this long, followed by more text, is a wrapped paragraph
 _EMAIL_HEADERS = ("From", "To", "Cc", "Subject", "Date")
-_PARAGRAPH_START = re.compile(
+PARAGRAPH_START = re.compile(
     r"^(?:[-*•▪‣◦–]\s|\(?\d{1,3}(?:\.\d{1,3})*[.)]\s|\d{1,3}(?:\.\d{1,3})+\s|§|(?:Article|Section|Clause)\s+\d)",
     re.IGNORECASE,
 )
@@ -77,25 +77,28 @@ def library_errors(what: str) -> Iterator[None]:
         raise BadInput(f"cannot parse {what}: {detail}") from err
 
 
-def decode_text(content: bytes, declared: str | None = None) -> str:
+def decode_text(content: bytes, declared: str | None = None, *, terminal: bool = False) -> str:
     """Text of `content`: BOM, then the declared charset, then UTF-8, then Windows-1252.
 
     Raises `BadInput` for binary content (NUL or many control bytes) and for bytes no candidate
-    decodes strictly; nothing is ever decoded with replacement characters.
+    decodes strictly; nothing is ever decoded with replacement characters. With `terminal`,
+    terminal formatting (`man` output) is removed before that check: backspace overstrike
+    (`c\\bc` bold, `_\\bx` underline: the visible character stays) and ANSI SGR escapes.
     """
+    checked = (lambda text: _checked_text(_plain_terminal_text(text))) if terminal else _checked_text
     for bom, codec in ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
                        (codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"),
                        (codecs.BOM_UTF16_BE, "utf-16")):
         if content.startswith(bom):
             with library_errors(f"text ({codec} with byte-order mark)"):
-                return _checked_text(content.decode(codec))
+                return checked(content.decode(codec))
     if b"\x00" in content:
         raise BadInput("content looks binary (NUL bytes), not text")
     candidates = [c for c in (_codec(declared), "utf-8", "cp1252") if c is not None]
     first_error: UnicodeDecodeError | None = None
     for codec in dict.fromkeys(candidates):
         try:
-            return _checked_text(content.decode(codec))
+            return checked(content.decode(codec))
         except UnicodeDecodeError as err:
             first_error = first_error or err
     assert first_error is not None
@@ -115,6 +118,25 @@ def _codec(name: str | None) -> str | None:
     if codec.startswith(("utf-16", "utf-32")):
         return "utf-8"  # a declaration inside the bytes cannot be UTF-16 without a BOM (HTML5 rule)
     return "cp1252" if codec in {"latin-1", "iso8859-1", "ascii"} else codec  # as browsers do
+
+
+_UNDERLINED_AFTER = re.compile(r"([^\x08\n])\x08_")
+_OVERSTRUCK = re.compile(r"[^\x08\n]\x08")
+_SGR = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _plain_terminal_text(text: str) -> str:
+    """`text` without backspace overstrike and ANSI colour/bold escapes (as `col -b` would)."""
+    if "\x1b" in text:
+        text = _SGR.sub("", text)
+    if "\x08" not in text:
+        return text
+    text = _UNDERLINED_AFTER.sub(r"\1", text)  # x\b_ (underline written second) keeps x
+    while True:  # c\bc and _\bx keep the last character; bold underline stacks several
+        plain = _OVERSTRUCK.sub("", text)
+        if plain == text:
+            return plain.replace("\x08", "")
+        text = plain
 
 
 def _checked_text(text: str) -> str:
@@ -138,17 +160,17 @@ def rows_from_html(html: str | None) -> list[list[str]] | None:
                 span = int(cell.get("colspan", "1")) if cell.get("colspan", "1").isdigit() else 1
                 cells.extend([" ".join(cell.text_content().split())] * max(1, min(span, 50)))
         if any(cells):
-            _check_width(len(cells), "HTML table")
+            check_width(len(cells), "HTML table")
             rows.append(cells)
-    return _padded(rows) or None
+    return padded(rows) or None
 
 
-def _check_width(columns: int, what: str) -> None:
+def check_width(columns: int, what: str) -> None:
     if columns > MAX_TABLE_COLUMNS:
         raise BadInput(f"{what} has {columns} columns; the limit is {MAX_TABLE_COLUMNS}")
 
 
-def _padded(rows: list[list[str]]) -> list[list[str]]:
+def padded(rows: list[list[str]]) -> list[list[str]]:
     width = max((len(r) for r in rows), default=0)
     return [r + [""] * (width - len(r)) for r in rows]
 
@@ -156,7 +178,7 @@ def _padded(rows: list[list[str]]) -> list[list[str]]:
 # ----------------------------------------------------------------------------- unstructured
 
 
-def _unstructured_env() -> None:
+def unstructured_env() -> None:
     """Opt out of unstructured's telemetry ping and banner before it is first imported."""
     os.environ.setdefault("DO_NOT_TRACK", "1")
     os.environ.setdefault("SCARF_NO_ANALYTICS", "1")
@@ -199,13 +221,34 @@ def from_unstructured(
 
 
 def read_text(content: bytes) -> list[Draft]:
-    return text_drafts(decode_text(content))
+    """Plain text, including rendered man pages (overstrike and ANSI escapes removed)."""
+    return text_drafts(decode_text(content, terminal=True))
+
+
+_BROKEN_WORD = re.compile(r"(?:^|[^\w-])([a-z]{2,})-$")
+_CONTINUATION = re.compile(r"[a-z]+[.,;:!?)\]'\"]*")
+_HYPHEN_PREFIXES = frozenset({"self", "non", "well", "all", "half", "cross", "ill", "built", "case", "ex"})
+"""Prefixes written with a hyphen (`self-contained`): a line break after one keeps the hyphen."""
+
+
+def _hyphen_joined(previous: str, line: str) -> str | None:
+    """`previous` + `line` as one word when `previous` ends in a line-break hyphen: a lowercase
+    word of two or more letters then `-`, and `line` opens with a lowercase word (`config-` +
+    `uration` -> `configuration`); None otherwise. After a hyphenated prefix (`self-`) the hyphen
+    stays. Dashes inside a line (`x-y`, `--option`) are never touched."""
+    match = _BROKEN_WORD.search(previous)
+    first = line.split(maxsplit=1)[0] if line else ""
+    if match is None or not _CONTINUATION.fullmatch(first):
+        return None
+    kept = "-" if match.group(1) in _HYPHEN_PREFIXES else ""
+    return previous[:-1] + kept + line
 
 
 def text_drafts(text: str, *, demote_titles: bool = False) -> list[Draft]:
     """Plain text: paragraphs are blank-line separated; a line opening with a bullet or a
-    numbered clause starts its own paragraph; other line breaks inside a paragraph are joined."""
-    _unstructured_env()
+    numbered clause starts its own paragraph; other line breaks inside a paragraph are joined,
+    and a word hyphenated across a line break is joined into one (`_hyphen_joined`)."""
+    unstructured_env()
     from unstructured.partition.text import partition_text
 
     paragraphs: list[str] = []
@@ -214,7 +257,10 @@ def text_drafts(text: str, *, demote_titles: bool = False) -> list[Draft]:
         for line in (raw.strip() for raw in block.split("\n")):
             if not line:
                 continue
-            if len(previous) >= _WRAPPED_LINE and not _PARAGRAPH_START.match(line):
+            joined = _hyphen_joined(paragraphs[-1], line) if previous else None
+            if joined is not None:
+                paragraphs[-1] = joined
+            elif len(previous) >= _WRAPPED_LINE and not PARAGRAPH_START.match(line):
                 paragraphs[-1] += " " + line  # a hard-wrapped line continues its paragraph
             else:
                 paragraphs.append(line)
@@ -260,7 +306,7 @@ def _is_prose(paragraph: str) -> bool:
         under_non_alpha_ratio,
     )
 
-    if _PARAGRAPH_START.match(paragraph) or is_bulleted_text(paragraph) or is_possible_numbered_list(paragraph):
+    if PARAGRAPH_START.match(paragraph) or is_bulleted_text(paragraph) or is_possible_numbered_list(paragraph):
         return False
     if is_email_address(paragraph) or is_us_city_state_zip(paragraph) or under_non_alpha_ratio(paragraph):
         return False
@@ -273,7 +319,7 @@ def _is_prose(paragraph: str) -> bool:
 
 
 def read_markdown(content: bytes) -> list[Draft]:
-    _unstructured_env()
+    unstructured_env()
     from unstructured.partition.md import partition_md
 
     text = decode_text(content)
@@ -287,52 +333,16 @@ def read_html(content: bytes) -> list[Draft]:
 
 
 def html_drafts(text: str) -> list[Draft]:
-    _unstructured_env()
+    """HTML via unstructured, after navigation and page furniture are removed
+    (`html_boilerplate.strip_boilerplate`: nav, header/footer, sidebars, link bars, scripts)."""
+    unstructured_env()
     from unstructured.partition.html import partition_html
 
     if not text.strip():
         return []
+    text = strip_boilerplate(text)
     with library_errors("HTML"):
         return from_unstructured(partition_html(text=text, languages=[""]), list_base=1)
-
-
-def read_docx(content: bytes) -> list[Draft]:
-    """DOCX via unstructured, after checking it is a complete zip with a main document part."""
-    _unstructured_env()
-    from unstructured.partition.docx import partition_docx
-
-    with library_errors("DOCX"):
-        try:
-            archive = zipfile.ZipFile(io.BytesIO(content))
-        except zipfile.BadZipFile as err:
-            raise BadInput(f"not a DOCX file: the zip archive is truncated or corrupt ({err})") from None
-        with archive:
-            names = set(archive.namelist())
-            unpacked = sum(info.file_size for info in archive.infolist())
-        if "word/document.xml" not in names:
-            raise BadInput("not a DOCX file: the archive has no word/document.xml")
-        if unpacked > MAX_DOCX_UNPACKED_BYTES:
-            raise BadInput(f"DOCX unpacks to {unpacked} bytes; the limit is {MAX_DOCX_UNPACKED_BYTES}")
-        _inflate_bounded(content)
-        elements = partition_docx(file=io.BytesIO(content), include_page_breaks=False, languages=[""])
-    return from_unstructured(elements)
-
-
-def _inflate_bounded(content: bytes) -> None:
-    """Inflate every member in 1 MiB reads (bounded memory) and check what it really holds.
-
-    The header sizes checked above can lie (a zip bomb declaring 1,000 bytes that inflates to
-    gigabytes): `zipfile` stops a member at its declared size and then fails its CRC, but a
-    library reading a member whole inflates all of it in one call before truncating. Reading in
-    bounded chunks first makes a lying archive fail (CRC) or exceed the limit cheaply."""
-    total = 0
-    with zipfile.ZipFile(io.BytesIO(content)) as archive:
-        for info in archive.infolist():
-            with archive.open(info) as member:
-                while chunk := member.read(1 << 20):
-                    total += len(chunk)
-                    if total > MAX_DOCX_UNPACKED_BYTES:
-                        raise BadInput(f"DOCX unpacks to more than {MAX_DOCX_UNPACKED_BYTES} bytes")
 
 
 # ----------------------------------------------------------------------------- CSV and JSON
@@ -349,14 +359,33 @@ def read_csv(content: bytes) -> list[Draft]:
     except csv.Error:
         delimiter = ","
     with library_errors("CSV"):
-        reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
-        rows = []
-        for row in reader:
-            _check_width(len(row), f"CSV row {reader.line_num}")
-            if any(c.strip() for c in row):
-                rows.append(row)
-    rows = _padded([[" ".join(c.split()) for c in r] for r in rows])
+        rows = _delimited_rows(text, delimiter, "CSV", quoting=csv.QUOTE_MINIMAL)
     return [Draft("Table", "", rows=rows)] if rows else []
+
+
+def read_tsv(content: bytes) -> list[Draft]:
+    """Tab-separated values (`.tsv`, `.tab`): one `Table` exactly as `read_csv` makes it, the
+    delimiter always a tab. Quoted fields (as spreadsheet exports write them) are honoured; a
+    file whose quotes do not parse as CSV quoting is read unquoted (IANA TSV has no quoting)."""
+    text = decode_text(content)
+    if not text.strip():
+        return []
+    with library_errors("TSV"):
+        try:
+            rows = _delimited_rows(text, "\t", "TSV", quoting=csv.QUOTE_MINIMAL)
+        except csv.Error:
+            rows = _delimited_rows(text, "\t", "TSV", quoting=csv.QUOTE_NONE)
+    return [Draft("Table", "", rows=rows)] if rows else []
+
+
+def _delimited_rows(text: str, delimiter: str, what: str, *, quoting: Literal[0, 3]) -> list[list[str]]:
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True, quoting=quoting)
+    rows = []
+    for row in reader:
+        check_width(len(row), f"{what} row {reader.line_num}")
+        if any(c.strip() for c in row):
+            rows.append(row)
+    return padded([[" ".join(c.split()) for c in r] for r in rows])
 
 
 def read_json(content: bytes) -> list[Draft]:
@@ -410,7 +439,7 @@ def _json_drafts(value: object, path: str) -> Iterator[Draft]:
     if _is_records(value):
         assert isinstance(value, list)
         header = list(dict.fromkeys(k for record in value for k in record))
-        _check_width(len(header), f"JSON records at {path or '<root>'}")
+        check_width(len(header), f"JSON records at {path or '<root>'}")
         rows = [[_scalar(r[k]) if k in r else "" for k in header] for r in value]
         yield Draft("Table", "", rows=[header, *rows])
     elif isinstance(value, dict) and value:
@@ -459,111 +488,3 @@ def read_email(content: bytes) -> list[Draft]:
     drafts += html_drafts(body_text) if is_html else text_drafts(body_text, demote_titles=True)
     drafts += [Draft("Other", f"Attachment: {name}") for name in attachments if name]
     return drafts
-
-
-# ----------------------------------------------------------------------------- PDF
-
-
-@dataclass
-class _Line:
-    page: int
-    text: str
-    size: float
-    top: float
-    bottom: float
-
-
-def read_pdf(content: bytes) -> list[Draft]:
-    """The text layer of a PDF with pdfminer.six: lines grouped into paragraphs (by font size,
-    spacing and bullets), larger-than-body paragraphs become titles ranked by size, the rest are
-    classified by unstructured's text heuristics. A PDF with images but no text is `BadInput`
-    (OCR is not supported); one with no text and no images is an empty document."""
-    lines, has_images = _pdf_lines(content)
-    if not lines:
-        if has_images:
-            raise BadInput("PDF has no text layer (scanned or image-only); OCR is not supported")
-        return []
-    paragraphs = _pdf_paragraphs(lines)
-    weights: Counter[float] = Counter()
-    for para in paragraphs:
-        weights[para.size] += len(para.text)
-    body = weights.most_common(1)[0][0]
-    heading_sizes = sorted({p.size for p in paragraphs if _is_heading(p, body)}, reverse=True)
-    _unstructured_env()
-    from unstructured.partition.text import element_from_text
-
-    drafts: list[Draft] = []
-    for para in paragraphs:
-        if para.size in heading_sizes and _is_heading(para, body):
-            drafts.append(Draft("Title", para.text, min(heading_sizes.index(para.size) + 1, 6), para.page))
-        else:
-            with library_errors("PDF text"):
-                element = element_from_text(para.text)
-            drafts += from_unstructured([element], demote_titles=bool(heading_sizes), page=para.page)
-    return drafts
-
-
-def _is_heading(para: _Line, body: float) -> bool:
-    return para.size >= body * 1.15 and len(para.text) <= 200
-
-
-def _pdf_lines(content: bytes) -> tuple[list[_Line], bool]:
-    """Text lines in reading order (text inside form XObjects included) and whether any page
-    holds an image."""
-    from pdfminer.high_level import extract_pages
-    from pdfminer.layout import LAParams, LTChar, LTFigure, LTImage, LTTextContainer, LTTextLine
-
-    lines: list[_Line] = []
-    has_images = False
-
-    def walk(items: Iterable[Any], page_no: int) -> None:
-        nonlocal has_images
-        for item in items:
-            if isinstance(item, LTImage):
-                has_images = True
-            elif isinstance(item, LTFigure):
-                walk(item, page_no)
-            elif isinstance(item, LTTextContainer):
-                for line in item:
-                    text = line.get_text().strip() if isinstance(line, LTTextLine) else ""
-                    sizes = sorted(c.size for c in line if isinstance(c, LTChar)) if text else []
-                    if sizes:
-                        size = round(sizes[len(sizes) // 2] * 2) / 2  # median, to half a point
-                        lines.append(_Line(page_no, text, size, line.y1, line.y0))
-
-    with library_errors("PDF"):
-        for page_no, page in enumerate(extract_pages(io.BytesIO(content), laparams=LAParams(all_texts=True)), start=1):
-            walk(page, page_no)
-    return lines, has_images
-
-
-def _pdf_paragraphs(lines: list[_Line]) -> list[_Line]:
-    paragraphs: list[_Line] = []
-    for line in lines:
-        prev = paragraphs[-1] if paragraphs else None
-        joins = (
-            prev is not None
-            and prev.page == line.page
-            and abs(prev.size - line.size) <= 0.1 * prev.size
-            and -0.3 * line.size <= prev.bottom - line.top <= 0.7 * line.size
-            and not _PARAGRAPH_START.match(line.text)
-        )
-        if prev is not None and joins:
-            hyphenated = prev.text.endswith("-") and prev.text[-2:-1].isalpha() and line.text[:1].islower()
-            prev.text = prev.text[:-1] + line.text if hyphenated else f"{prev.text} {line.text}"
-            prev.bottom = line.bottom
-        else:
-            paragraphs.append(_Line(line.page, line.text, line.size, line.top, line.bottom))
-    return paragraphs
-
-
-READERS: dict[str, Callable[[bytes], list[Draft]]] = {
-    "text/plain": read_text,
-    "text/markdown": read_markdown,
-    "text/html": read_html,
-    "text/csv": read_csv,
-    "application/json": read_json,
-    "message/rfc822": read_email,
-    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": read_docx,
-    "application/pdf": read_pdf,
-}

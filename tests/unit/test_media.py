@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 
 from manifold.ingest.media import SUPPORTED_MEDIA_TYPES, guess_media_type
-from manifold.ingest.parse_formats import READERS
+from manifold.ingest.parse import READERS
 
 DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+PPTX = "application/vnd.openxmlformats-officedocument.presentationml.presentation"
 
 
 def _zip(*names: str) -> bytes:
@@ -35,6 +37,10 @@ def _zip(*names: str) -> bytes:
         ("records.json", "application/json"),
         ("mail.eml", "message/rfc822"),
         ("contract.docx", DOCX),
+        ("payables.tsv", "text/tab-separated-values"),
+        ("export.TAB", "text/tab-separated-values"),
+        ("ledger.xlsx", XLSX),
+        ("deck.pptx", PPTX),
         ("scan.pdf", "application/pdf"),
         ("UPPER.PDF", "application/pdf"),
         ("archive.tar.gz.Json", "application/json"),
@@ -67,7 +73,7 @@ def test_sniffs_pdf_docx_html_and_email_without_extension() -> None:
         b"",
         b"just some text",
         b"\x00\x01\x02\x03binary",
-        _zip("xl/workbook.xml"),  # a spreadsheet is a zip but not a DOCX
+        _zip("[Content_Types].xml", "mimetype", "content.xml"),  # a zip that is no Office Open XML file
         b"Subject: only one header line\n\nbody",  # one header is not enough for an email
         b"body first\nFrom: a@example.com\nTo: b@example.com\n",  # headers must open the file
         b"<div>fragment, not a document</div>",
@@ -77,6 +83,13 @@ def test_unknown_content_is_none(head: bytes) -> None:
     assert guess_media_type(Path("no-extension"), head) is None
 
 
+def test_sniffs_xlsx_and_pptx_by_their_first_part_folder() -> None:
+    assert guess_media_type(Path("blob"), _zip("[Content_Types].xml", "_rels/.rels", "xl/workbook.xml")) == XLSX
+    assert guess_media_type(Path("blob"), _zip("[Content_Types].xml", "ppt/presentation.xml")) == PPTX
+    # a DOCX embedding a spreadsheet names word/ first: the first Office part folder decides
+    assert guess_media_type(Path("blob"), _zip("word/document.xml", "word/embeddings/xl/workbook.xml")) == DOCX
+
+
 def test_unknown_extension_falls_back_to_sniffing() -> None:
     assert guess_media_type(Path("report.bin"), b"%PDF-1.5") == "application/pdf"
     assert guess_media_type(Path("report.xyz"), b"plain words") is None
@@ -84,5 +97,6 @@ def test_unknown_extension_falls_back_to_sniffing() -> None:
 
 def test_every_supported_type_has_a_reader_and_guesses_stay_supported() -> None:
     assert SUPPORTED_MEDIA_TYPES == frozenset(READERS)
-    for name in ["a.txt", "a.md", "a.html", "a.csv", "a.json", "a.eml", "a.docx", "a.pdf"]:
+    for name in ["a.txt", "a.md", "a.html", "a.csv", "a.tsv", "a.tab", "a.json", "a.eml", "a.docx", "a.xlsx",
+                 "a.pptx", "a.pdf"]:
         assert guess_media_type(Path(name), b"") in SUPPORTED_MEDIA_TYPES

@@ -1,0 +1,87 @@
+"""Plain text (man pages: hyphenation, overstrike) and HTML navigation removal."""
+
+from __future__ import annotations
+
+import pytest
+
+from manifold.ingest import parse_formats
+from manifold.ingest.html_boilerplate import strip_boilerplate
+
+
+def _texts(html: str) -> list[str]:
+    return [d.text for d in parse_formats.html_drafts(html)]
+
+
+def test_line_break_hyphens_are_joined_and_real_dashes_kept() -> None:
+    text = ("The daemon reads its con-\nfiguration from /etc/foo.conf at every start-\nup, which is self-\n"
+            "contained, and accepts the --dry-run and x-y options in any order at all.")
+    [draft] = parse_formats.text_drafts(text)
+    assert draft.text == ("The daemon reads its configuration from /etc/foo.conf at every startup, which is "
+                          "self-contained, and accepts the --dry-run and x-y options in any order at all.")
+
+
+@pytest.mark.parametrize("text", ["Set the value to X-\nY and go on with the rest of the sentence here.",
+                                  "Use the option --no-\nverify for that case when it is really needed.",
+                                  "The number 12-\n13 is a range and stays as it is written in here."])
+def test_hyphen_not_joined_without_lowercase_word_on_both_sides(text: str) -> None:
+    assert "-" in " ".join(d.text for d in parse_formats.text_drafts(text))
+
+
+def test_man_overstrike_and_ansi_escapes_are_removed() -> None:
+    raw = (b"N\x08NA\x08AM\x08ME\x08E\n       _\x08l_\x08s - list directory contents\n\n"
+           b"\x1b[1mDESCRIPTION\x1b[0m\n       List information about the FILEs, the current direc-\n"
+           b"       tory by default, sorted alphabetically in every case.\n")
+    texts = [d.text for d in parse_formats.read_text(raw)]
+    assert texts[:2] == ["NAME", "ls - list directory contents"]
+    assert "DESCRIPTION" in texts
+    assert any("the current directory by default" in t for t in texts)
+    assert parse_formats.decode_text(b"x\x08_y", terminal=True) == "xy"  # underline written second
+
+
+PAGE = """<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE html><html><head><title>T</title><style>p {{ color: red }}</style><script>var x = 1;</script></head>
+<body><a class="skip" href="#main">Skip to content</a>
+<header><div>Site banner</div><ul><li><a href="/">Home</a></li><li><a href="/docs">Docs</a></li></ul></header>
+<nav><a href="/a">Products</a></nav>
+<div class="navheader"><table><tr><td><a href="a.html">Prev</a></td><td>Chapter 3. Setup</td>
+<td><a href="b.html">Next</a></td></tr></table></div>
+<div class="header"><p>Next: <a href="Overview.html">Overview</a>, Previous: <a href="Top.html">Top</a>,
+Up: <a href="dir.html">(dir)</a></p></div>
+<div class="nav-panel"><p><a href="n.html">Next</a></p></div>
+<div class="related" role="navigation"><ul><li><a href="genindex.html">index</a></li></ul></div>
+<div role="navigation">Breadcrumbs here</div>
+<main id="main"><article><header><h1>Configuring the pump</h1></header>
+{body}
+</article></main>
+<div class="sphinxsidebar"><h3>Quick search</h3></div>
+<aside>Related posts</aside><footer>Copyright 2026</footer>
+<div class="navfooter"><table><tr><td><a href="p.html">Chapter 2</a></td>
+<td><a href="i.html">Home</a></td></tr></table></div>
+</body></html>"""
+
+BODY = """<p>The pump must be configured before first use. See <a href="x.html">the manual</a> for details.</p>
+<ul><li><a href="a.html">Installing the pump housing</a></li><li><a href="b.html">Replacing the filter</a></li></ul>
+<p>Previous | Next | Up | Home</p>
+<p><a href="p.html">Prev</a> | <a href="u.html">Up</a> | <a href="n.html">Next</a></p>"""
+
+
+def test_navigation_and_page_furniture_are_not_content() -> None:
+    texts = _texts(PAGE.format(body=BODY))
+    assert texts == ["Configuring the pump",
+                     "The pump must be configured before first use. See the manual for details.",
+                     "Installing the pump housing", "Replacing the filter"]
+
+
+def test_sphinx_related_bar_and_headerlink_go_but_content_links_stay() -> None:
+    html = ("<html><body><div class='related'><h3>Navigation</h3><ul><li><a href='g.html'>index</a></li>"
+            "<li><a href='n.html'>next</a> |</li></ul></div><div class='body'><h1>Install"
+            "<a class='headerlink' href='#install'>¶</a></h1><p>Run the installer.</p>"
+            "<ul><li><a href='toc.html'>Table of Contents</a></li><li><a href='guide.html'>The user guide</a></li>"
+            "<li><a href='api.html'>API reference for the pump</a></li></ul></div></body></html>")
+    assert _texts(html) == ["Install", "Run the installer.", "Table of Contents", "The user guide",
+                            "API reference for the pump"]
+
+
+def test_page_without_furniture_is_unchanged() -> None:
+    html = "<html><body><h1>Title</h1><p>Just text with <a href='x'>a link</a>.</p></body></html>"
+    assert strip_boilerplate(html) is html
