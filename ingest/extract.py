@@ -31,7 +31,11 @@ Guarantees:
   provenance lists.
 - Nothing outside the vocabulary is written and nothing is dropped: a relation that fails
   `vocabulary.validate_relation`, a row or record that fails validation, an unreadable date, a
-  party whose type cannot be told, or conflicting entity ids becomes a `ReviewItem`.
+  party whose type cannot be told, or conflicting entity ids becomes a `ReviewItem`. A table
+  whose rows are not turned into records says why in a review item of kind `table_skipped`
+  (reason: `TableRecords.skipped`) when its header names a number, type or money column, or when
+  the document holds nothing but tables (a spreadsheet or CSV/TSV/JSON data file); a plain table
+  in prose (options, specifications) is left as text without one.
 - Raises `BadInput` when the document was built for another extraction or graph schema version,
   when vectors and chunks differ in number, or when the column map names an unknown field.
 """
@@ -87,6 +91,10 @@ so one bad table of a large file cannot stage its whole content a second time.""
 
 _RECORD_ENTITY = {"invoice": "Invoice", "credit_note": "CreditNote", "order": "Order"}
 _RECORD_KINDS = frozenset(_RECORD_ENTITY)
+_RECORD_SIGNALS = frozenset({"number", "record_type", "amount", "total", "unit_price", "subtotal", "tax"})
+"""A table whose header matches one of these but whose rows are not records gets a review item
+saying why (kind `table_skipped`); in a document made only of tables (CSV, TSV, XLSX, JSON
+records) every such table does."""
 
 
 
@@ -146,8 +154,15 @@ class _Extraction:
 
     # (a) tables -------------------------------------------------------------------------------
 
-    def table(self, element: Element, column_map: Mapping[str, str], default_number: str | None) -> None:
+    def table(self, element: Element, column_map: Mapping[str, str], default_number: str | None,
+              *, data_file: bool = False) -> None:
         result = records_from_table(element.rows or [], column_map, default_number=default_number)
+        if result.skipped and (data_file or set(result.fields) & _RECORD_SIGNALS):
+            self.flag("table_skipped", (element.index, result.skipped), f"table rows not read as records: "
+                      f"{result.skipped}", {
+                          "element_index": element.index, "page": element.page, "header": list(result.header),
+                          "fields": list(result.fields), "rows": len(element.rows or []) - 1,
+                      }, self.provenance())
         for issue in result.issues:
             self._table_issue(element, result.header, issue)
         self._unmapped(element, result, column_map)
@@ -168,7 +183,7 @@ class _Extraction:
 
     def _unmapped(self, element: Element, result: Any, column_map: Mapping[str, str]) -> None:
         """A review item naming the columns no field mapping understood, when the table could
-        not be read fully: some rows went to review, or a record lacks a date, currency or
+        not be read fully: some rows went to review, or a record lacks a date, currency, amount or
         counterparty that one of those columns may hold. The operator can add a
         `record_column_map` entry; the values stay verbatim in the records' attributes."""
         if not result.record_like:
@@ -179,7 +194,9 @@ class _Extraction:
             return
         lacking = sorted({name for r in result.records for name, value in (
             ("issued_on", r.issued_on if r.record_type != "catalog_item" else True),
-            ("currency", r.currency), ("supplier", r.supplier or r.supplier_id)) if not value})
+            ("currency", r.currency), ("supplier", r.supplier or r.supplier_id),
+            ("amount", r.total is not None or r.subtotal is not None or r.lines or r.unit_price is not None),
+        ) if not value})
         if not result.issues and not lacking:
             return
         missing = f"; records lack {', '.join(lacking)}" if lacking else ""
@@ -450,9 +467,10 @@ def handle(
                  {"aliases": doc.doc.metadata.get("aliases")}, run.provenance())
     elements = sorted(doc.elements, key=lambda e: e.index)
     default_number = _document_number(elements)
+    data_file = bool(elements) and all(e.kind in ("Table", "Title") for e in elements)
     for element in elements:
         if element.kind == "Table" and element.rows:
-            run.table(element, column_map, default_number)
+            run.table(element, column_map, default_number, data_file=data_file)
     chunks = sorted(doc.chunks, key=lambda c: c.ordinal)
     for chunk in chunks:
         if chunk.kind != "table":

@@ -7,10 +7,10 @@ exactly or case/punctuation-insensitively, then the built-in `SYNONYMS`; map a c
 | field | meaning | built-in synonyms (case and punctuation ignored) |
 |---|---|---|
 | record_type | invoice, credit_note, order (catalog_item only in catalog tables) | type, document type, doc type, record type, kind |
-| number | invoice / credit-note / order number, normalised when it has a known prefix | number, no, doc no, document no, document number, reference, ref, invoice, invoice no, invoice number, invoice id, invoice num, inv no, credit note, credit note no, credit note number, cn no, order, order no, order number, order id, po, po no, po number, purchase order, purchase order no, purchase order number |
+| number | invoice / credit-note / order number, normalised when it has a known prefix | number, no, doc no, document no, document number, reference, ref, invoice, invoice no, invoice number, invoice id, invoice num, inv no, inv number, invoice ref, invoice reference, bill no, bill number, credit note, credit note no, credit note number, cn no, order, order no, order number, order id, po, po no, po number, purchase order, purchase order no, purchase order number |
 | counterparty | generic counterparty name (same as supplier) | counterparty, counterparty name, party |
 | counterparty_id | its id | counterparty id |
-| supplier | issuing supplier / vendor name | supplier, supplier name, vendor, vendor name, seller, issuer |
+| supplier | issuing supplier / vendor name | supplier, supplier name, vendor, vendor name, seller, issuer, payee, payee name, creditor, creditor name |
 | supplier_id | its id (e.g. SUP-001) | supplier id, supplier no, supplier number, supplier code, vendor id, vendor no, vendor number, vendor code |
 | customer | billed / ordering company name | customer, customer name, buyer, bill to, billed to, sold to, client |
 | customer_id | its id | customer id, customer no, customer number, buyer id, client id |
@@ -23,7 +23,7 @@ exactly or case/punctuation-insensitively, then the built-in `SYNONYMS`; map a c
 | quantity | Decimal | quantity, qty, units, pcs, qty ordered, quantity ordered |
 | unit_price | Decimal | unit price, price, unit cost, price per unit, rate, unit rate, each, list price, net price |
 | amount | line amount, Decimal | amount, line total, line amount, extended price, ext price, net amount, line value, value |
-| total | record total, Decimal | total, invoice total, grand total, total amount, amount due, total due, gross amount, order total |
+| total | record total, Decimal | total, invoice total, grand total, total amount, amount due, total due, gross amount, order total, gross, gross total, invoice amount, invoice value, bill amount, order amount |
 | tax | record tax, Decimal | tax, vat, tax amount, vat amount, sales tax |
 | subtotal | sum of lines, Decimal | subtotal, sub total, net total |
 | product_group | product group / category | product group, group, category, product category, product line, product family, family |
@@ -51,10 +51,12 @@ CANONICAL_FIELDS: tuple[str, ...] = (
 _SYNONYM_TABLE: dict[str, str] = {
     "record_type": "type|document type|doc type|record type|kind",
     "number": "number|no|doc no|document no|document number|reference|ref|invoice|invoice no|"
-              "invoice number|invoice id|invoice num|inv no|credit note|credit note no|"
+              "invoice number|invoice id|invoice num|inv no|inv number|invoice ref|invoice reference|"
+              "bill no|bill number|credit note|credit note no|"
               "credit note number|cn no|order|order no|order number|order id|po|po no|po number|"
               "purchase order|purchase order no|purchase order number",
-    "supplier": "supplier|supplier name|vendor|vendor name|seller|issuer",
+    "supplier": "supplier|supplier name|vendor|vendor name|seller|issuer|payee|payee name|creditor|"
+                "creditor name",
     "supplier_id": "supplier id|supplier no|supplier number|supplier code|vendor id|vendor no|"
                    "vendor number|vendor code",
     "counterparty": "counterparty|counterparty name|party",
@@ -74,7 +76,8 @@ _SYNONYM_TABLE: dict[str, str] = {
     "quantity": "quantity|qty|units|pcs|qty ordered|quantity ordered",
     "unit_price": "unit price|price|unit cost|price per unit|rate|unit rate|each|list price|net price",
     "amount": "amount|line total|line amount|extended price|ext price|net amount|line value|value",
-    "total": "total|invoice total|grand total|total amount|amount due|total due|gross amount|order total",
+    "total": "total|invoice total|grand total|total amount|amount due|total due|gross amount|order total|"
+             "gross|gross total|invoice amount|invoice value|bill amount|order amount",
     "tax": "tax|vat|tax amount|vat amount|sales tax",
     "subtotal": "subtotal|sub total|net total",
     "product_group": "product group|group|category|product category|product line|product family|family",

@@ -56,12 +56,16 @@ class ParsedRecord:
 
 @dataclass(frozen=True)
 class TableRecords:
-    """What one table yielded. `record_like` is False for a plain table (no records, no issues)."""
+    """What one table yielded. `record_like` is False for a plain table (no records, no issues);
+    then `skipped` says why its rows are not records (None only for a table without data rows)
+    and `fields` names the record fields its header did match."""
 
     header: tuple[str, ...]
     record_like: bool
     records: tuple[ParsedRecord, ...] = ()
     issues: tuple[RowIssue, ...] = ()
+    skipped: str | None = None
+    fields: tuple[str, ...] = ()
 
 
 def build_record(parsed: ParsedRecord, record_id: str, provenance: Provenance) -> BusinessRecord:

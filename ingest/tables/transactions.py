@@ -6,7 +6,8 @@ wrong, one `RowIssue` for the whole record (a partial invoice is never emitted):
 amounts (plus `tax` when given), a `subtotal` that is not that sum, mixed currencies, conflicting
 record-level values or an unknown record type. Summary rows (`Total`, `Subtotal`, `VAT 20%` in
 any cell, no product, quantity or price) set the record's total, subtotal or tax. A missing line
-`amount` is derived as `quantity × unit_price`; without a product code column, a description
+`amount` is derived as `quantity × unit_price`; a record without lines that has a subtotal and a
+total needs total == subtotal + tax; without a product code column, a description
 naming exactly one product code (`Sensor PRD-482`) gives it.
 """
 
@@ -151,6 +152,11 @@ def _build_transactional(table: TableLayout, number: str, rows: list[Row]) -> Pa
     total, tax, subtotal = ((m.value if m else None) for m in (money["total"], money["tax"], money["subtotal"]))
     if lines and not errors:
         errors.extend(_check_totals(lines, total, tax, subtotal))
+    elif not lines and not errors and subtotal is not None and total is not None:
+        expected = EXACT.add(subtotal, tax or Decimal(0))
+        if total != expected:
+            with_tax = f" + tax {tax}" if tax is not None else ""
+            errors.append(f"total {total} != subtotal {subtotal}{with_tax}")
     supplier, counterparty = text["supplier"], text["counterparty"]
     if supplier and counterparty and supplier != counterparty:
         errors.append(f"supplier {supplier!r} differs from counterparty {counterparty!r}")
