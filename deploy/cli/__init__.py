@@ -2,7 +2,8 @@
 
 One module per command group, each with `register(sub)` (its sub-parsers) and its handlers:
 `stack` (stack, migrate), `documents` (ingest, delete, sync), `workers`, `ask`, `ops` (status,
-trace, reconcile, gc, purge-tenant), `embeddings`, `serve` (serve, mcp, token), `quickstart` and
+trace, reconcile, gc, purge-tenant), `embeddings`, `serve` (serve, mcp, token), `quickstart`,
+`embedded` (the embedded profile's query server and PostgreSQL: start, status, stop) and
 `evaluate` (eval). Handlers import what they need when they run, so `manifold --help` stays fast
 and nothing connects until a command asks for it; the adapters of each profile come from
 `deploy.compose`.
@@ -14,9 +15,20 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from manifold.deploy.cli import ask, documents, embeddings, evaluate, ops, quickstart, serve, stack, workers
+from manifold.deploy.cli import (
+    ask,
+    documents,
+    embedded,
+    embeddings,
+    evaluate,
+    ops,
+    quickstart,
+    serve,
+    stack,
+    workers,
+)
 
-GROUPS = (stack, documents, workers, ask, ops, embeddings, serve, quickstart, evaluate)
+GROUPS = (stack, documents, workers, ask, ops, embeddings, serve, quickstart, embedded, evaluate)
 """In the order `manifold --help` lists their commands."""
 
 

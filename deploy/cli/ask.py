@@ -1,4 +1,5 @@
-"""`manifold ask`: one question (or plan) to the query workers, or answered in-process (embedded).
+"""`manifold ask`: one question (or plan) to the query workers, or (embedded profile) to the data
+directory's embedded query server (`deploy/compose/ask_server.py`) or answered in-process.
 
 Also the human-readable rendering of a reply (`render_reply`), which the quickstart prints too.
 """
@@ -56,7 +57,6 @@ def _ask(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from manifold.query.request_client import QueryClient, QueryTimeout, mint_dev_token
     from manifold.shared.config import ManifoldSettings
     from manifold.shared.errors import Transient
 
@@ -100,20 +100,19 @@ def _ask(args: argparse.Namespace) -> int:
         print(f"manifold ask: --as-of {args.as_of!r} is not a date (YYYY-MM-DD)", file=sys.stderr)
         return 2
     try:
-        if settings.profile == "embedded":  # answered in this process: no Kafka, no query worker
-            from manifold.deploy.compose import embedded
-
-            reply = embedded.answer(settings, args.tenant, args.question or None, plan,
-                                    deadline_ms=args.deadline_ms, session_id=args.session,
-                                    continuation=continuation, choice=args.choice, as_of=as_of)
+        if settings.profile == "embedded":  # no Kafka, no query worker
+            reply = _ask_embedded(settings, args, plan, continuation, as_of)
         else:
-            with QueryClient(settings, token=mint_dev_token(settings, args.tenant)) as client:
-                reply = client.ask(args.question or None, plan, deadline_ms=args.deadline_ms,
-                                   session_id=args.session, continuation=continuation, choice=args.choice,
-                                   as_of=as_of)
-    except QueryTimeout as err:
-        print(f"manifold ask: {timeout_message(err)}", file=sys.stderr)
-        return 1
+            from manifold.query.request_client import QueryClient, QueryTimeout, mint_dev_token
+
+            try:
+                with QueryClient(settings, token=mint_dev_token(settings, args.tenant)) as client:
+                    reply = client.ask(args.question or None, plan, deadline_ms=args.deadline_ms,
+                                       session_id=args.session, continuation=continuation, choice=args.choice,
+                                       as_of=as_of)
+            except QueryTimeout as err:
+                print(f"manifold ask: {timeout_message(err)}", file=sys.stderr)
+                return 1
     except (Transient, ValueError) as err:
         print(f"manifold ask: {err}", file=sys.stderr)
         return 1
@@ -127,6 +126,28 @@ def _ask(args: argparse.Namespace) -> int:
     else:
         print(render_reply(reply, session=args.session))
     return _ASK_EXIT.get(reply.status, 1)
+
+
+def _ask_embedded(settings: Any, args: argparse.Namespace, plan: dict[str, Any] | None,
+                  continuation: str | None, as_of: Any) -> Any:
+    """The embedded profile's reply: from the data directory's embedded query server (started on
+    first use; `deploy/compose/ask_server.py`), or answered in this process with `--in-process`
+    or when the server cannot answer (the reason goes to stderr first). Both run
+    `embedded.answer` with the same settings, so the reply is the same."""
+    question = args.question or None
+    if not args.in_process:
+        from manifold.deploy.compose import ask_server
+
+        try:
+            return ask_server.ask(settings, args.tenant, question, plan, deadline_ms=args.deadline_ms,
+                                  session_id=args.session, continuation=continuation, choice=args.choice,
+                                  as_of=as_of, say=lambda m: print(f"manifold ask: {m}", file=sys.stderr))
+        except ask_server.ServerUnavailable as err:
+            print(f"manifold ask: {err}; answering in this process", file=sys.stderr)
+    from manifold.deploy.compose import embedded
+
+    return embedded.answer(settings, args.tenant, question, plan, deadline_ms=args.deadline_ms,
+                           session_id=args.session, continuation=continuation, choice=args.choice, as_of=as_of)
 
 
 def timeout_message(err: Any) -> str:
@@ -187,7 +208,9 @@ def register(sub: Any) -> None:
         "MANIFOLD_QUERY__TOKEN_KEY (the development key only with MANIFOLD_QUERY__ALLOW_DEV_KEY=true), "
         "sends the request on the query request topic and waits for the reply. A clarify reply "
         "with --session stores its continuation in ~/.cache/manifold/sessions/<tenant>/<session>.json; "
-        "answer it with --session S --choice C. Exit 0 answered/partial/clarify/no_answer, 2 refused, "
+        "answer it with --session S --choice C. Embedded profile: answered by the data directory's embedded "
+        "query server, started on first use (stops after 15 idle minutes or `manifold embedded stop`), or in "
+        "this process with --in-process. Exit 0 answered/partial/clarify/no_answer, 2 refused, "
         "1 error or timeout.",
     )
     ask.add_argument("question", nargs="?", metavar="QUESTION")
@@ -198,5 +221,8 @@ def register(sub: Any) -> None:
     ask.add_argument("--choice", metavar="C", help="the candidate chosen for the session's pending clarification")
     ask.add_argument("--plan", metavar="FILE.json", help="send this explicit plan instead of a question")
     ask.add_argument("--as-of", metavar="YYYY-MM-DD", help="read relative dates against this day (default today)")
+    ask.add_argument("--in-process", action="store_true",
+                     help="embedded profile: answer in this process, not through the embedded query server "
+                     "(which the embedded profile starts on first use; see `manifold embedded`)")
     ask.set_defaults(run=_ask)
     add_profile(ask)

@@ -8,7 +8,8 @@ with a verdict against the expected answer — the same expectations as
 `tests/e2e/test_query_answers.py`. Exit 0 only when every check passes.
 
 Re-running is idempotent (unchanged files publish nothing; the questions are asked again);
-`--reset` stops the PostgreSQL started in the data directory and deletes the directory first.
+`--reset` stops the embedded query server and the PostgreSQL started in the data directory and
+deletes the directory first.
 """
 
 from __future__ import annotations
@@ -251,6 +252,10 @@ def run(settings: ManifoldSettings, *, reset: bool = False, quiet: bool = False,
     started = time.monotonic()
     settings = settings.model_copy(update={"profile": "embedded"})
     if reset:
+        from manifold.deploy.compose import ask_server
+
+        if ask_server.stop(settings):
+            out("stopped the embedded query server")
         embedded.reset(settings, say=out)
     embedded.prepare(settings, quiet)
     out(f"embedded profile: data in {settings.embedded.dir.resolve()}, PostgreSQL at "

