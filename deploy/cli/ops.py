@@ -1,9 +1,11 @@
-"""Operating the stores: `manifold status`, `trace`, `reconcile`, `switch-index`, `gc` and `purge-tenant`."""
+"""Operating the stores: `manifold status` (with `--review`: why items went to review), `trace`,
+`reconcile`, `switch-index`, `gc` and `purge-tenant`."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from manifold.deploy.cli.common import TENANT_HELP, add_profile
@@ -54,26 +56,49 @@ def _status(args: argparse.Namespace) -> int:
     from manifold.shared.config import ManifoldSettings
 
     ports = profiles.lifecycle_ports(ManifoldSettings())
-    result = lifecycle.status(ports, _lifecycle_tenants(ports, args.tenant))
+    review = bool(args.review)
+    result = lifecycle.status(ports, _lifecycle_tenants(ports, args.tenant), review=review)
     if args.json:
         print(json.dumps(result, indent=2, default=str))
         return 0
-    print(f"{'tenant':<20}{'document':<40}{'active':>7}  {'state':<9}{'pg':>6}{'es':>6}{'neo4j':>7}{'review':>8}")
-    for d in result["documents"]:
-        c = d["counts"]
-        print(f"{d['tenant_id']:<20}{d['document_id'][:39]:<40}{d['active_version'] or '-'!s:>7}  {d['state']:<9}"
-              f"{c['postgres']:>6}{c['elasticsearch']:>6}{c['neo4j']:>7}{d.get('review_items', 0):>8}")
-    _print_in_flight(result.get("in_flight", []))
+    print_status(result, review=review)
     return 0
 
 
-def _print_in_flight(rows: list) -> None:  # type: ignore[type-arg]
+def print_status(result: dict[str, Any], *, review: bool = False, out: Callable[[str], None] = print) -> None:
+    """The `status` table; with `review`, then per document with review items, each item's kind
+    and reason and its payload's most useful fields, one line each (`lifecycle.review_summary`)."""
+    out(f"{'tenant':<20}{'document':<40}{'active':>7}  {'state':<9}{'pg':>6}{'es':>6}{'neo4j':>7}{'review':>8}")
+    for d in result["documents"]:
+        c = d["counts"]
+        out(f"{d['tenant_id']:<20}{d['document_id'][:39]:<40}{d['active_version'] or '-'!s:>7}  {d['state']:<9}"
+            f"{c['postgres']:>6}{c['elasticsearch']:>6}{c['neo4j']:>7}{d.get('review_items', 0):>8}")
+    if review:
+        _print_review(result["documents"], out)
+    _print_in_flight(result.get("in_flight", []), out)
+
+
+def _print_review(documents: list[dict[str, Any]], out: Callable[[str], None]) -> None:
+    listed = [d for d in documents if d.get("review")]
+    total = sum(len(d["review"]) for d in listed)
+    out("")
+    out(f"review items: {total}" + (f" in {len(listed)} document(s)" if listed else ""))
+    for d in listed:
+        out(f"{d['tenant_id']} {d['document_id']} (version {d['active_version']})")
+        for item in d["review"]:
+            reason = " ".join(str(item["reason"]).split())
+            summary = f"  [{item['summary']}]" if item.get("summary") else ""
+            out(f"  {item.get('kind') or 'review'}: {reason}{summary}")
+
+
+def _print_in_flight(rows: list, out: Callable[[str], None] = print) -> None:  # type: ignore[type-arg]
     """Documents on their way through the pipeline, with the stage each has reached."""
     if rows:
-        print(f"\nin flight: {len(rows)}")
-        print(f"{'tenant':<20}{'document':<40}{'version':>7}  {'stage':<14}since")
+        out("")
+        out(f"in flight: {len(rows)}")
+        out(f"{'tenant':<20}{'document':<40}{'version':>7}  {'stage':<14}since")
     for f in rows:
-        print(f"{f['tenant_id']:<20}{f['document_id'][:39]:<40}{f['version']:>7}  {f['stage']:<14}{f['since']}")
+        out(f"{f['tenant_id']:<20}{f['document_id'][:39]:<40}{f['version']:>7}  {f['stage']:<14}{f['since']}")
 
 
 def _reconcile(args: argparse.Namespace) -> int:
@@ -220,6 +245,10 @@ def _purge_tenant(args: argparse.Namespace) -> int:
 def register(sub: Any) -> None:
     status = sub.add_parser("status", help="per document: active version, state, artifact counts per store")
     status.add_argument("--tenant", help=TENANT_HELP + "; default all tenants")
+    status.add_argument("--review", action="store_true",
+                        help="also list each document's review items: why rows or facts were not accepted "
+                        "(reason and, in one line, the table header / recognised fields ...); with --json, "
+                        "a `review` list per document")
     status.add_argument("--json", action="store_true", help="machine-readable output")
     status.set_defaults(run=_status)
 

@@ -387,6 +387,33 @@ class PostgresRelationalStore:
         with self._db.transaction(tenant_id, snapshot=True) as conn:
             return self._read_manifests(conn, tenant_id, keys)
 
+    def review_items(self, tenant_id: str,
+                     keys: Sequence[tuple[str, int]]) -> dict[tuple[str, int], list[dict[str, Any]]]:
+        """Every key's review items (`review_id`, `reason`, `payload`, `chunk_id`, `record_id`,
+        `status`), from one snapshot in one query, as this store's role under the tenant's row-level
+        security; per key in element order (`payload.element_index`, items without one last), then
+        by id. A key without items (or unknown to the store) maps to an empty list."""
+        mf.check_tenant(tenant_id)
+        out: dict[tuple[str, int], list[dict[str, Any]]] = {(d, int(v)): [] for d, v in keys}
+        if not keys:
+            return out
+        documents, versions = vb.key_arrays(keys)
+        with self._db.transaction(tenant_id, snapshot=True) as conn:
+            rows = conn.execute(
+                sql.SQL("SELECT document_id, version, review_id, reason, payload, chunk_id, record_id, status "
+                        "FROM {} WHERE tenant_id = %(tenant)s AND (document_id, version) IN "
+                        "(SELECT * FROM unnest(%(documents)s::text[], %(versions)s::integer[])) "
+                        "ORDER BY document_id, version, payload -> 'element_index' NULLS LAST, review_id")
+                .format(_table("review_items")),
+                {"tenant": tenant_id, "documents": documents, "versions": versions},
+            ).fetchall()
+        for document_id, version, review_id, reason, payload, chunk_id, record_id, status in rows:
+            out.setdefault((document_id, int(version)), []).append({
+                "review_id": review_id, "reason": reason, "payload": payload, "chunk_id": chunk_id,
+                "record_id": record_id, "status": status,
+            })
+        return out
+
     def write_versions(self, docs: Sequence[ExtractedDocument]) -> list[StoreManifest | Exception]:
         """One transaction for the batch, each version in its own savepoint (`batch`)."""
         tenant = vb.one_tenant(docs)
