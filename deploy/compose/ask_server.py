@@ -80,6 +80,8 @@ DEFAULT_IDLE_S = 900.0
 """A server started by `manifold ask` exits after 15 minutes without a question."""
 MAX_MESSAGE = 16 * 1024 * 1024
 """Largest request or reply line accepted (a reply with many citations stays far below)."""
+MAX_SOCKET_PATH = 107
+"""Longest Unix socket path Linux binds (`sun_path` is 108 bytes with its terminating NUL)."""
 APP_NAME = "manifold-ask-server"
 """`application_name` of the server's own PostgreSQL sessions (not counted as other clients)."""
 _SOURCE_PACKAGES = ("manifold.shared", "manifold.ingest", "manifold.query", "manifold.deploy", "manifold.client")
@@ -268,6 +270,9 @@ def ensure_running(settings: ManifoldSettings, *, idle_s: float = DEFAULT_IDLE_S
     `ServerUnavailable` if it could not be started within the start-up timeout."""
     fp = fp or fingerprint(settings)
     path = socket_path(settings)
+    if len(os.fsencode(path)) > MAX_SOCKET_PATH:
+        raise ServerUnavailable(f"{path} is longer than a Unix socket's path may be ({MAX_SOCKET_PATH} bytes): "
+                                "use a shorter MANIFOLD_EMBEDDED__DIR for the embedded query server")
     if _ping(path, fp) == "ok" and (pid := running_pid(settings)) is not None:
         return pid
     with _locked(root(settings) / "run" / "ask-start.lock"):

@@ -39,6 +39,9 @@ def embedded(settings: ManifoldSettings, pg_conninfo: str,
     world = quickstart.ingest_world(s, {"northstar": f"{prefix}northstar", "southwind": f"{prefix}southwind"},
                                     quiet=True, out=lambda _: None)
     yield Embedded(settings=s, world=world, prefix=prefix)
+    from manifold.deploy.compose import ask_server
+
+    ask_server.stop(s)  # the CLI tests' `manifold ask` started the directory's embedded query server
 
 
 def test_every_quickstart_question_is_answered_correctly(embedded: Embedded) -> None:
