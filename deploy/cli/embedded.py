@@ -56,7 +56,7 @@ def _status(args: argparse.Namespace) -> int:
     if server["running"]:
         print(f"embedded query server: running, pid {server['pid']}, "
               f"{'answering' if server['answering'] else 'starting'}, socket {server['socket']}, "
-              f"idle timeout {server['idle_timeout_s']:.0f} s, log {server['log']}")
+              f"idle timeout {server['idle_timeout_s'] or 0:.0f} s, log {server['log']}")
     else:
         print("embedded query server: not running")
     where = "started in the data directory" if pg["started_here"] else "not started here"
