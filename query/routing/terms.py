@@ -16,7 +16,8 @@ Guarantees:
   `-` and `_` between a term's parts matched loosely (`auto-crlf` ~ `auto_crlf`), so a term
   found in a chunk is the identifier the question names.
 - `salient_terms(question, common)` are the words and terms a relevant passage must contain:
-  technical terms, quoted phrases, capitalised names that are not the question's first word,
+  technical terms, quoted phrases, numbers that name something ("Debian 9", "ISO 4217",
+  "section 12": the number), capitalised names that are not the question's first word,
   and rare words (alphabetic, ≥ 4 letters, not stop words, for which `common(word)` is False).
   `covered(term, texts)` says whether a salient term occurs in any text, comparing words by
   their Snowball stem so `caching` covers `cache`.
@@ -53,6 +54,9 @@ _DOTTED = re.compile(r"[A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*)+")
 _QUOTED = re.compile(r"\"([^\"]{2,80})\"|“([^”]{2,80})”|(?<![A-Za-z])'([^'\n]{3,80})'(?![A-Za-z])")
 _WORD = re.compile(r"[^\W\d_][\w'’-]*")
 _PATH = re.compile(r"/")
+_NAMED_NUMBER = re.compile(r"(?:\b[A-Z][\w+-]*|\b(?:version|release|section|chapter|rfc|iso|part|article|"
+                           r"clause|rule|step|table|figure|appendix|page)s?)\s+(\d{1,6})(?![\w.,:/-]*\w)")
+"""A number that names something ("Debian 9", "ISO 4217", "section 12"): salient as itself."""
 
 
 def _is_term(term: str) -> bool:
@@ -97,6 +101,8 @@ def occurs(term: str, text: str) -> bool:
     body = _loose(term)
     if not body:
         return False
+    if re.fullmatch(r"\d+(?:\.\d+)*", term):  # a number: not a part of a date, code or longer number
+        return re.search(r"(?<![\w.,/:-])" + re.escape(term) + r"(?![\w]|[.,/:-]\d)", text) is not None
     left = r"(?<![\w])" if term[:1].isalnum() or term[:1] == "_" else r"(?<![\w-])"
     right = r"(?![\w])" if term[-1:].isalnum() or term[-1:] == "_" else ""
     return re.search(left + body + right, text, re.IGNORECASE) is not None
@@ -109,7 +115,8 @@ def _quoted(question: str) -> list[str]:
 def salient_terms(question: str, common: Callable[[str], bool]) -> list[str]:
     """The terms a relevant passage must contain (see the module guarantees), first seen first."""
     out: dict[str, None] = {}
-    for term in [*technical_terms(question), *_quoted(question)]:
+    for term in [*technical_terms(question), *_quoted(question),
+                 *(m.group(1) for m in _NAMED_NUMBER.finditer(question))]:
         out.setdefault(term, None)
     taken = " ".join(out)
     words = list(_WORD.finditer(question))
