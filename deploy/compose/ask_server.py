@@ -283,9 +283,13 @@ def ensure_running(settings: ManifoldSettings, *, idle_s: float = DEFAULT_IDLE_S
             say(f"the embedded query server was started with other {state}: restarting it")
             stop(settings, keep_database=True)  # the new server takes the database over
         child = None
-        if running_pid(settings) is None:  # else one is starting up (its starter gave up): wait for it
+        if (pid := running_pid(settings)) is None:
             say(f"starting the embedded query server (log {log_path(settings)})")
             child = _spawn(settings, idle_s)
+        elif path.exists():  # past its start-up, yet no answer to a ping within 5 s
+            raise ServerUnavailable(f"the embedded query server (pid {pid}, log {log_path(settings)}) does not "
+                                    "answer: busy with a long question, or hung (`manifold embedded stop` stops it)")
+        # else one is starting up (whoever started it gave up waiting): wait for it
         timeout = settings.embedded.start_timeout_s + 300.0  # PostgreSQL's start, then the model's load
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
