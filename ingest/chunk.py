@@ -13,7 +13,9 @@ Guarantees:
 - Chunk text is raw document text (no synthetic prefixes): paragraphs, list items and table rows
   are joined by newlines, sentences by one space.
 - Boundaries follow layout: a new section, table, list or identifier block always starts a new
-  chunk. Every table chunk starts with the header row (of its columns) and is at most
+  chunk, except that a lone short lead-in (one element of at most `LEAD_IN_MAX_CHARS`, such as a
+  definition-list term) is chunked with the text or list that follows it in its section. Every
+  table chunk starts with the header row (of its columns) and is at most
   `chunk_max_chars` long: rows are packed whole while they fit; a row that does not fit with the
   header alone is split into column slices (`header slice` newline `cell slice`), and a single cell
   too long for a slice is cut into pieces each under its (shortened) column header, so no input
@@ -41,7 +43,7 @@ from manifold.shared.artifacts import Chunk, ChunkedDocument, Element, ParsedDoc
 from manifold.shared.errors import BadInput
 from manifold.shared.identifiers import find_identifiers, normalize_identifier
 
-CHUNKER_VERSION = "layout-2"
+CHUNKER_VERSION = "layout-3"
 MAX_CHUNKS = 35_000
 """A document that makes more chunks than this is rejected (`BadInput`): the embed, extract and
 load stages hold every chunk's text and vector at once, so this bounds their memory for any
@@ -136,10 +138,26 @@ def _layout(elements: list[Element], scope: str, root_title: str) -> tuple[list[
             open_section(root_title, [root_title])
         kind = _run_kind(element)
         current = len(sections) - 1
-        if not runs or runs[-1].kind != kind or runs[-1].section != current or kind == "table":
+        if _introduces(runs[-1] if runs else None, kind, current):
+            runs[-1].kind = kind  # a lone short lead-in ("max_wal_size (integer)") joins what it introduces
+        elif not runs or runs[-1].kind != kind or runs[-1].section != current or kind == "table":
             runs.append(_Run(kind, current))
         runs[-1].elements.append(element)
     return sections, runs
+
+
+LEAD_IN_MAX_CHARS = 120
+"""A run of one element at most this long that is not a sentence (a definition-list term, a label line such as
+`checkpoint_timeout (integer)` or `-x, --exclude`) is a lead-in: it is chunked with the text or
+list that follows it in the same section, not alone, so the term and its definition are one
+retrievable passage."""
+
+
+def _introduces(previous: _Run | None, kind: ChunkKind, section: int) -> bool:
+    return (previous is not None and previous.section == section and previous.kind != kind
+            and previous.kind in ("text", "list") and kind in ("text", "list") and len(previous.elements) == 1
+            and len(previous.elements[0].text) <= LEAD_IN_MAX_CHARS
+            and not previous.elements[0].text.rstrip().endswith((".", "!", "?")))
 
 
 def _heads_content(title: Element, following: Element | None) -> bool:

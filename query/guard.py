@@ -192,7 +192,10 @@ _SECRET_OBJECT = rf"(?:me\s+|us\s+)?{_OBJ_WORDS}{{0,6}}?{_SECRET}{_HEAD}"
 _VALUE_Q = (r"\bwhat(?:\s+(?:is|are|was|were)|'s|s)\s+(?:the\s+|your\s+|our\s+|my\s+|his\s+|her\s+|"
             r"their\s+|its\s+|this\s+|that\s+|these\s+|those\s+|[\w-]+'s\s+)?(?:(?:value|values|contents?)\s+"
             r"of\s+(?:the\s+|your\s+)?)?(?:(?!" + _STOP + r"\b|default\b|factory\b|example\b|sample\b|dummy\b|"
-            r"placeholder\b)[\w'$./@#%{}-]+\s+){0,3}?" + _SECRET + _HEAD)
+            r"placeholder\b)[\w'$./@#%{}-]+\s+){0,3}?"
+            # "what is the LANG environment variable" asks what a variable means; "what is the key
+            # for?" asks its purpose: neither asks for a value
+            r"(?!env(?:ironment)?[\s_-]?var)" + _SECRET + r"(?!\s+for\s*[?.!]*\s*$)" + _HEAD)
 
 
 _OTHER_TENANTS = (r"(?:the\s+)?(?:other|another|different|all|every|each|any|foreign|neighbou?ring)\s+"

@@ -35,10 +35,10 @@ from typing import Any, Protocol
 
 from manifold.query.evidence import StoreClock, chunk_evidence, final_check, now_utc, require_list, unique
 from manifold.query.executors.vector import VectorExecutor
-from manifold.query.fusion import fuse
+from manifold.query.fusion import Fused, fuse
 from manifold.query.plan import BM25SearchParams, ExactLookupParams, HybridSearchParams, VectorSearchParams
 from manifold.query.routing.terms import occurs
-from manifold.query.types import Evidence, StepResult
+from manifold.query.types import Evidence, StepResult, TextHit
 from manifold.shared.config import QuerySettings
 from manifold.shared.errors import Transient
 from manifold.shared.stores.postgres import TenantConnections
@@ -55,18 +55,38 @@ _TERM_POOL = 30
 """With `terms`, how many fused candidates are reordered before the step's `limit` is taken."""
 
 
-def promote_terms(hits: Sequence[Any], terms: Sequence[str]) -> list[Any]:
+def _held(hit: TextHit, terms: Sequence[str]) -> int:
+    text = f"{hit.section_title}\n{hit.text}"
+    return sum(occurs(t, text) for t in terms)
+
+
+def with_term_hits(fused: Sequence[Fused], term_hits: Sequence[TextHit], terms: Sequence[str]) -> list[Fused]:
+    """`fused`, then the hits of the terms branch (BM25 for the terms alone) that hold a term
+    literally and are not already there (score: the lowest fused score): a passage that defines
+    the identifier joins the pool even when the question's other words rank it low."""
+    seen = {f.hit.chunk_id for f in fused} | {m for f in fused for m in f.merged_ids}
+    floor = min((f.score for f in fused), default=0.0)
+    extra = [Fused(hit=h, score=floor, ranks={"terms": h.rank}, identity=False)
+             for h in term_hits if h.chunk_id not in seen and _held(h, terms)]
+    return [*fused, *extra]
+
+
+def promote_terms(hits: Sequence[Any], terms: Sequence[str], per_document_cap: int | None = None) -> list[Any]:
     """Fused hits (`.hit.text`, `.hit.section_title`, `.hit.identity`) with identity hits first,
     then those holding more of `terms` literally (`routing.terms.occurs`), fused order otherwise
-    (a stable sort): the passage that holds the identifier a question names ranks first."""
+    (a stable sort), at most `per_document_cap` per document: the passage that holds the
+    identifier a question names ranks first."""
     if not terms:
         return list(hits)
-
-    def held(f: Any) -> int:
-        text = f"{f.hit.section_title}\n{f.hit.text}"
-        return sum(occurs(t, text) for t in terms)
-
-    return sorted(hits, key=lambda f: (not f.hit.identity, -held(f)))
+    ranked = sorted(hits, key=lambda f: (not f.hit.identity, -_held(f.hit, terms)))
+    if per_document_cap is None:
+        return ranked
+    kept, per_doc = [], dict[str, int]()
+    for f in ranked:
+        if per_doc.get(f.hit.document_id, 0) < per_document_cap:
+            per_doc[f.hit.document_id] = per_doc.get(f.hit.document_id, 0) + 1
+            kept.append(f)
+    return kept
 
 
 def fusion_choice(settings: QuerySettings, query_class: str) -> tuple[str, dict[str, float]]:
@@ -127,6 +147,10 @@ class HybridExecutor:
                 VectorSearchParams(query=params.query, limit=depth, document_ids=docs),
                 tenant_id=tenant_id, timeout_s=timeout_s),
         }
+        if params.terms:
+            calls["terms"] = lambda: self._bm25.run(
+                BM25SearchParams(query=" ".join(params.terms)[:1000], limit=depth, document_ids=docs),
+                tenant_id=tenant_id, timeout_s=timeout_s)
         if ids:
             calls["exact"] = lambda: self._exact.run(
                 ExactLookupParams(identifiers=ids, limit=depth), tenant_id=tenant_id, timeout_s=timeout_s,
@@ -143,6 +167,7 @@ class HybridExecutor:
                 failed[name] = f"timed out after {timeout_s:.2f}s"
             except Exception as exc:  # a branch failure degrades the step, never fails it
                 failed[name] = f"{type(exc).__name__}: {exc}"
+        anchored = results.pop("terms", None)
         if not results:
             raise Transient("hybrid search: every branch failed: " +
                             "; ".join(f"{b}: {r}" for b, r in failed.items()))
@@ -151,7 +176,8 @@ class HybridExecutor:
         fusion = fuse({b: r.hits for b, r in results.items()}, k=self._settings.rrf_k, weights=weights,
                       per_document_cap=params.per_document_cap, limit=depth_out, failed=failed, method=method,
                       document_support=self._settings.fusion_document_support)
-        fused = promote_terms(fusion.hits, params.terms)[:params.limit]
+        fused = promote_terms(with_term_hits(fusion.hits, anchored.hits if anchored else (), params.terms),
+                              params.terms, per_document_cap=params.per_document_cap)[:params.limit]
         clock = StoreClock()
         with clock, self._db.transaction(tenant_id) as conn:
             checked, dropped = final_check(conn, tenant_id, [f.hit for f in fused])

@@ -43,8 +43,8 @@ _PATTERNS: tuple[re.Pattern[str], ...] = tuple(re.compile(p) for p in (
     r"(?<![\w$])(\$\{?[A-Za-z_][A-Za-z0-9_]*\}?)",                           # $VAR, ${VAR}
     r"(?<![\w./~-])((?:~|\.{1,2})?/(?:[\w.+-]+/)*[\w.+-]*[\w+])" + _BOUND_R,  # /abs/path, ~/.rc
     r"(?<![\w./~-])([\w.+-]+(?:/[\w.+-]+)+)" + _BOUND_R,                    # rel/path.ext
-    _BOUND_L + r"([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)" + _BOUND_R,                # ENV_VAR
-    _BOUND_L + r"([A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+)" + _BOUND_R,       # snake_case
+    _BOUND_L + r"(_*[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)" + _BOUND_R,              # ENV_VAR, _PATH_X
+    _BOUND_L + r"(_*[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+)" + _BOUND_R,     # snake_case
     _BOUND_L + r"([A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*)+)" + _BOUND_R,        # dotted.key
     _BOUND_L + r"([a-z]+(?:[A-Z][a-z0-9]*)+)" + _BOUND_R,                    # camelCase
     _BOUND_L + r"([A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+)" + _BOUND_R,            # CamelCase
