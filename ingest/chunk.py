@@ -7,7 +7,8 @@ Guarantees:
   and any change of content, version or configuration gives new ones.
 - Parent map: every chunk names its section; every section has its path of titles from the
   document root down. Content before the first heading (or in a document without headings)
-  lives in a root section titled by metadata `title`, else the document id. A title heads a
+  lives in a root section titled by metadata `title`, else the document id and the words of its
+  file name (`file_title`). A title heads a
   section only if something other than a same-or-higher-level title follows it; otherwise it is
   kept as text, so no words are lost to empty sections.
 - Chunk text is raw document text (no synthetic prefixes): paragraphs, list items and table rows
@@ -86,7 +87,7 @@ def handle(parsed: ParsedDocument) -> ChunkedDocument:
     doc, versions = parsed.doc, parsed.versions
     scope = ids.version_scope(doc.tenant_id, doc.document_id, doc.version, doc.content_sha256, versions.fingerprint())
     title = doc.metadata.get("title")
-    root_title = title.strip() if isinstance(title, str) and title.strip() else doc.document_id
+    root_title = title.strip() if isinstance(title, str) and title.strip() else file_title(doc.document_id)
     sections, runs = _layout(parsed.elements, scope, root_title)
     max_chars = versions.chunk_max_chars
     overlap = max(0, min(versions.chunk_overlap_chars, max_chars // 2))
@@ -144,6 +145,18 @@ def _layout(elements: list[Element], scope: str, root_title: str) -> tuple[list[
             runs.append(_Run(kind, current))
         runs[-1].elements.append(element)
     return sections, runs
+
+
+def file_title(document_id: str) -> str:
+    """The root title of a document without a title of its own: its id, followed by the words of
+    its file name when they differ (`data/debian.csv` -> `data/debian.csv (debian)`,
+    `git/git-clone.html` -> `git/git-clone.html (git clone)`), so a search for the name finds it
+    (the text analysis keeps `debian.csv` as one term)."""
+    name = document_id.rstrip("/").rsplit("/", 1)[-1]
+    if "." not in name.strip("."):
+        return document_id  # no extension: the id's own words are already searchable
+    words = " ".join(w for w in re.split(r"[\W_]+", name.rsplit(".", 1)[0]) if w)
+    return f"{document_id} ({words})" if words else document_id
 
 
 LEAD_IN_MAX_CHARS = 120

@@ -272,3 +272,19 @@ def test_a_document_making_more_chunks_than_the_limit_is_rejected(monkeypatch: p
     with pytest.raises(BadInput, match="more than 3 chunks of at most 200 characters"):
         _chunked([_el("Table", "", rows=rows)], versions=_versions(max_chars=200))
     assert len(_chunked([_el("Table", "", rows=rows[:4])], versions=_versions(max_chars=200)).chunks) == 3
+
+
+def test_a_file_without_a_title_is_titled_by_its_id_and_the_words_of_its_name() -> None:
+    assert chunk.file_title("data/debian.csv") == "data/debian.csv (debian)"
+    assert chunk.file_title("git/git-clone.html") == "git/git-clone.html (git clone)"
+    assert chunk.file_title("contract-7") == "contract-7"
+
+
+def test_a_short_lead_in_is_chunked_with_what_it_introduces() -> None:
+    result = _chunked([_el("Title", "Settings", 1), _el("ListItem", "checkpoint_timeout (integer)"),
+                       _el("NarrativeText", "Maximum time between automatic WAL checkpoints. The default is 5min.")])
+    assert [c.text for c in result.chunks] == [
+        "checkpoint_timeout (integer)\nMaximum time between automatic WAL checkpoints. The default is 5min."]
+    sentence = _chunked([_el("Title", "Settings", 1), _el("NarrativeText", "These are the settings."),
+                         _el("ListItem", "one item")])
+    assert len(sentence.chunks) == 2

@@ -7,7 +7,8 @@ from datetime import UTC, date, datetime
 
 from manifold.query import abstain
 from manifold.query.assemble import best_passage
-from manifold.query.executors.hybrid import promote_terms
+from manifold.query.executors.hybrid import promote_terms, with_term_hits
+from manifold.query.fusion import Fused
 from manifold.query.planner import compile_plan, plan_with_notes
 from manifold.query.router import route
 from manifold.query.routing.terms import covered, occurs, salient_terms, technical_terms
@@ -65,6 +66,19 @@ def test_the_passage_that_holds_the_identifier_ranks_first() -> None:
             Fused("c", "INV-1", identity=True)]
     assert [f.hit.chunk_id for f in promote_terms(hits, ["max_connections"])] == ["c", "b", "a"]
     assert [f.hit.chunk_id for f in promote_terms(hits, [])] == ["a", "b", "c"]
+
+
+def test_the_terms_branch_brings_the_defining_passage_into_the_pool() -> None:
+    def hit(chunk: str, text: str, title: str = "") -> TextHit:
+        return TextHit(chunk_id=chunk, document_id=f"doc-{chunk}", version=1, section_id="s", section_title=title,
+                       text=text, content_sha256=chunk, source="bm25", rank=1)
+
+    fused = [Fused(hit=hit("a", "socket options in general"), score=0.9, ranks={"bm25": 1}, identity=False)]
+    term_hits = [hit("b", "If this option is enabled, data is corked.", title="UDP_CORK (since Linux 2.5.44)"),
+                 hit("c", "mentions udp and cork apart")]
+    pool = with_term_hits(fused, term_hits, ["UDP_CORK"])
+    assert [f.hit.chunk_id for f in pool] == ["a", "b"]
+    assert [f.hit.chunk_id for f in promote_terms(pool, ["UDP_CORK"], per_document_cap=1)] == ["b", "a"]
 
 
 # ---- structured routes only where the tenant's data can serve them -------------------------------
