@@ -11,8 +11,9 @@ every question of `bench/everyday/questions.jsonl` is asked through `build_answe
   PostgreSQL/pgvector, Elasticsearch, Neo4j, with the ingest workers run in this process.
 
 Scoring (the same rule as the baselines, `everyday_common`):
-- answerable: *found* when one of the question's `support` strings is in the text of the first
-  five evidence items of the reply (whatever its status); *empty* when the reply has no evidence;
+- answerable: *found* when one of the question's `support` strings is in the text (section title
+  and chunk text) of the first five evidence items of the reply (whatever its status), compared on
+  letters and digits only; *empty* when the reply has no evidence;
 - unanswerable: *abstained* when the reply is `no_answer`, or `partial` with the gap that names
   a term no evidence holds (`step == "terms"`); `abstained_strict` counts `no_answer` only;
 - refused: any question refused by the guard (none should be: the questions are harmless).
@@ -133,7 +134,7 @@ def ask_all(settings: Any, tenant: str, questions: list[dict[str, Any]]) -> list
                 "found": found(texts, q["support"]) if q["answerable"] else None,
                 "empty": not reply.evidence, "abstained": abstained,
                 "abstained_strict": reply.status == "no_answer", "refused": reply.status == "refused",
-                "answer": reply.answer[:300], "documents": [ev.document_id for ev in reply.evidence][:TOP_K],
+                "answer": reply.answer[:300], "texts": texts, "documents": [ev.document_id for ev in reply.evidence][:TOP_K],
                 "expected_files": q.get("files", []), "ms": round(elapsed * 1000, 1),
                 "policy": [p for p in reply.trace.policy if p.startswith(("plan:", "abstain:", "fallback:"))],
             })

@@ -66,13 +66,23 @@ def normalise(text: str) -> str:
     return _SPACE.sub(" ", text.translate(_QUOTES)).strip().lower()
 
 
+_NOT_ALNUM = re.compile(r"[\W_]+")
+
+
 def squash(text: str) -> str:
-    """`normalise` with every space removed: the form `found` compares."""
-    return normalise(text).replace(" ", "")
+    """`normalise` with everything but letters and digits removed: the form `found` compares.
+
+    Only letters and digits count because a faithful rendering of the same text may differ in
+    everything else: a table row read as `a | b` or `a,b` or one cell per line, Markdown's
+    backticks kept or dropped, a man page's line-break hyphen kept or joined, `65,535` vs `65535`
+    is not a difference the rule may punish (support strings are 5-80 characters, so a match
+    that only punctuation would have prevented is not a false match in practice)."""
+    return _NOT_ALNUM.sub("", normalise(text))
 
 
 def found(texts: list[str], support: list[str]) -> bool:
-    """True when some text holds some support string (case-, whitespace- and line-break-insensitive)."""
+    """True when some text holds some support string, comparing letters and digits only (case-,
+    whitespace-, punctuation- and line-break-insensitive; see `squash`)."""
     needles = [n for n in (squash(s) for s in support) if n]
     if not needles:
         return False

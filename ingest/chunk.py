@@ -13,9 +13,10 @@ Guarantees:
   kept as text, so no words are lost to empty sections.
 - Chunk text is raw document text (no synthetic prefixes): paragraphs, list items and table rows
   are joined by newlines, sentences by one space.
-- Boundaries follow layout: a new section, table, list or identifier block always starts a new
-  chunk, except that a lone short lead-in (one element of at most `LEAD_IN_MAX_CHARS`, such as a
-  definition-list term) is chunked with the text or list that follows it in its section. Every
+- Boundaries follow layout: a new section, table or identifier block always starts a new chunk;
+  within a section, consecutive text and list pieces are packed together while they fit in
+  `chunk_max_chars` (`_pack_neighbours`), and a lone short lead-in (one element of at most
+  `LEAD_IN_MAX_CHARS`, such as a definition-list term) always goes with what follows it. Every
   table chunk starts with the header row (of its columns) and is at most
   `chunk_max_chars` long: rows are packed whole while they fit; a row that does not fit with the
   header alone is split into column slices (`header slice` newline `cell slice`), and a single cell
@@ -44,7 +45,7 @@ from manifold.shared.artifacts import Chunk, ChunkedDocument, Element, ParsedDoc
 from manifold.shared.errors import BadInput
 from manifold.shared.identifiers import find_identifiers, normalize_identifier
 
-CHUNKER_VERSION = "layout-3"
+CHUNKER_VERSION = "layout-4"
 MAX_CHUNKS = 35_000
 """A document that makes more chunks than this is rejected (`BadInput`): the embed, extract and
 load stages hold every chunk's text and vector at once, so this bounds their memory for any
@@ -92,25 +93,44 @@ def handle(parsed: ParsedDocument) -> ChunkedDocument:
     max_chars = versions.chunk_max_chars
     overlap = max(0, min(versions.chunk_overlap_chars, max_chars // 2))
     chunks: list[Chunk] = []
-    for run in runs:
-        for text in _render(run, max_chars, overlap):
-            if not text.strip():
-                continue
-            if len(chunks) >= MAX_CHUNKS:
-                raise BadInput(f"document makes more than {MAX_CHUNKS} chunks of at most {max_chars} characters; "
-                               f"the limit is {MAX_CHUNKS} chunks per document")
-            chunks.append(
-                Chunk(
-                    chunk_id=ids.child_id("chk", scope, len(chunks)),
-                    section_id=sections[run.section].section_id,
-                    ordinal=len(chunks),
-                    kind=run.kind,
-                    text=text,
-                    content_sha256=ids.sha256_text(text),
-                    identifiers=find_identifiers(text),
-                )
+    pieces = [(run.section, run.kind, text) for run in runs for text in _render(run, max_chars, overlap)
+              if text.strip()]
+    for section, kind, text in _pack_neighbours(pieces, max_chars):
+        if len(chunks) >= MAX_CHUNKS:
+            raise BadInput(f"document makes more than {MAX_CHUNKS} chunks of at most {max_chars} characters; "
+                           f"the limit is {MAX_CHUNKS} chunks per document")
+        chunks.append(
+            Chunk(
+                chunk_id=ids.child_id("chk", scope, len(chunks)),
+                section_id=sections[section].section_id,
+                ordinal=len(chunks),
+                kind=kind,
+                text=text,
+                content_sha256=ids.sha256_text(text),
+                identifiers=find_identifiers(text),
             )
+        )
     return ChunkedDocument(doc=doc, versions=versions, elements=parsed.elements, sections=sections, chunks=chunks)
+
+
+def _pack_neighbours(pieces: list[tuple[int, ChunkKind, str]], max_chars: int) -> list[tuple[int, ChunkKind, str]]:
+    """Consecutive text and list pieces of one section joined (newline) while the result fits in
+    `max_chars`: a manual's definition lists and short paragraphs make passages of a readable
+    size instead of many fragments. Tables and identifier blocks are never joined; the joined
+    piece is `text` when any part is text. Overlap-carrying pieces of one long run are not joined
+    again (each of those is already near the limit)."""
+    out: list[tuple[int, ChunkKind, str]] = []
+    for section, kind, text in pieces:
+        if out:
+            last_section, last_kind, last_text = out[-1]
+            joinable = ("text", "list")
+            if (last_section == section and kind in joinable and last_kind in joinable
+                    and len(last_text) + 1 + len(text) <= max_chars):
+                merged: ChunkKind = "text" if "text" in (kind, last_kind) else "list"
+                out[-1] = (section, merged, f"{last_text}\n{text}")
+                continue
+        out.append((section, kind, text))
+    return out
 
 
 # ----------------------------------------------------------------------------- layout

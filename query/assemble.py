@@ -93,6 +93,7 @@ def compose(question: str, plan: Plan, execution: Execution) -> tuple[str, dict[
     (`fallback_*`, see `planner.fallback_plan`) are left to `fallback_quote`."""
     sentences: list[str] = []
     result: dict[str, Any] = {}
+    rescued = False
     for step in plan.steps:
         res = execution.results.get(step.id)
         if res is None or step.id.startswith(FALLBACK_PREFIX):
@@ -118,6 +119,11 @@ def compose(question: str, plan: Plan, execution: Execution) -> tuple[str, dict[
                 docs = sorted({h.document_id for h in hits if h.identity})
                 sentences.append(f"Exact matches in {len(docs)} documents: {_join(docs)}." if docs
                                  else "No document carries that identifier exactly.")
+            result[step.id] = {"documents": list(dict.fromkeys(h.document_id for h in hits)),
+                               "chunks": [h.chunk_id for h in hits]}
+            if step.operator == "hybrid_search" and rescued:
+                continue  # a rescue search (planner.rescue_plan) comes first and quotes for both
+            rescued = rescued or step.id == RESCUE_STEP
             terms = tuple(getattr(step.params, "terms", ()) or ())
             picked = best_passage(question, hits, terms)
             if picked is None:
@@ -125,12 +131,12 @@ def compose(question: str, plan: Plan, execution: Execution) -> tuple[str, dict[
             else:
                 best, snippet = picked
             sentences.append(f"Most relevant passage ({best.document_id}): \u201c{snippet}\u201d")
-            result[step.id] = {"documents": list(dict.fromkeys(h.document_id for h in hits)),
-                               "chunks": [h.chunk_id for h in hits], "best_chunk": best.chunk_id}
+            result[step.id]["best_chunk"] = best.chunk_id
     return " ".join(sentences), result
 
 
 FALLBACK_PREFIX = "fallback_"
+RESCUE_STEP = "rescue"
 _CELL_BREAK = re.compile(r"[\s,;|\t]")
 
 

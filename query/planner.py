@@ -33,6 +33,7 @@ Guarantees:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import date
 from typing import Any
 
@@ -57,6 +58,12 @@ _CATALOG_SOURCE = re.compile(r"\bprice\s*lists?\b|\bcatalog(?:ue)?s?\b|\bagree(?
                              r"|\bschedules?\b|\blist price\b|\bquoted?\b|\btariffs?\b", re.I)
 _INVOICE_SOURCE = re.compile(r"\binvoice[ds]?\b|\bbilled\b|\bpaid\b|\bcharged\b", re.I)
 _NOTICE = re.compile(r"\bnotice\b|\bannouncement\b|\bdelay(?:ed)?\b", re.I)
+
+
+PASSAGE_DOCUMENT_CAP = 4
+"""Chunks of one document among a passage search's five: a manual's answer is usually in one
+document, whose neighbouring passages beat weak passages of others (bench/eval_everyday.py, dev
+half: the fact in the top five for 41 of 74 questions with a cap of 2, 53 with 5)."""
 
 
 class PlanningGap(ValueError):
@@ -158,6 +165,7 @@ def plan_with_notes(route: Any, question: str, *, as_of: date,
         terms = technical_terms(question)
         steps.append({"id": "passages", "operator": "hybrid_search", "optional": bool(steps),
                       "params": {"query": query[:1000], "limit": 5, "query_class": query_class,
+                                 "per_document_cap": PASSAGE_DOCUMENT_CAP,
                                  **({"identifiers": identifiers} if identifiers else {}),
                                  **({"terms": terms[:10]} if terms else {})}})
     plan = validate_plan({"steps": steps, "join": {"keys": ["ids", "keys", "names"], "missing": "report_gap"}})
@@ -372,3 +380,18 @@ def fallback_plan(route: Any, question: str) -> Plan | None:
                              **({"identifiers": identifiers} if identifiers else {}),
                              **({"terms": technical[:10]} if technical else {})}})
     return validate_plan({"steps": steps, "join": {"keys": ["ids", "keys", "names"], "missing": "report_gap"}})
+
+
+def rescue_plan(route: Any, question: str, missing: Sequence[str]) -> Plan | None:
+    """A passage search for `question` whose `terms` are the salient terms its evidence missed
+    (`query.abstain`), so the passages holding them (found by the terms branch) rank first; None
+    without a searchable query or terms."""
+    query = passage_query(route, question) or question.strip()
+    terms = [t for t in dict.fromkeys(missing) if t.strip()][:10]
+    if not query or not terms:
+        return None
+    return validate_plan({"steps": [{"id": "rescue", "operator": "hybrid_search",
+                                     "params": {"query": query[:1000], "limit": 5, "terms": terms,
+                                                "query_class": text_query_class(route),
+                                                "per_document_cap": PASSAGE_DOCUMENT_CAP}}],
+                          "join": {"keys": ["ids", "keys", "names"], "missing": "report_gap"}})

@@ -23,8 +23,11 @@ Guarantees (DESIGN.md §3.5, §5; seed 002 "The turn pipeline"):
 - Abstention (`query.abstain`): a passage answer whose evidence contains none of the question's
   salient terms (or misses a technical identifier or quoted phrase it names) is `no_answer`,
   naming the missing terms; one that misses only some names or rare words is `partial` with a
-  gap naming them. The answer line quotes the best-matching sentence of the passages
-  (`assemble.best_passage`) and its chunk is the first citation.
+  gap naming them. Before judging, a passage answer that misses a salient term is searched once
+  more with those terms (`planner.rescue_plan`: the passages holding them rank first), so a
+  term the documents hold is looked for before it is called missing. The answer line quotes the
+  best-matching sentence of the passages (`assemble.best_passage`) and its chunk is the first
+  citation.
 - `answer` never raises: store outages become gaps (`partial`), bugs become `error` replies.
 """
 
@@ -39,7 +42,14 @@ from typing import Any, Protocol
 from manifold.query import abstain, assemble
 from manifold.query.engine import Engine, Execution
 from manifold.query.plan import Plan, PlanError, validate_plan
-from manifold.query.planner import PlanningGap, anchor_terms, empty_structured_steps, fallback_plan, plan_with_notes
+from manifold.query.planner import (
+    PlanningGap,
+    anchor_terms,
+    empty_structured_steps,
+    fallback_plan,
+    plan_with_notes,
+    rescue_plan,
+)
 from manifold.query.types import (
     CatalogEntry,
     Clarification,
@@ -179,6 +189,16 @@ class QueryService:
         with tracing.span("assemble"):
             evidence = self._final_check(execution, principal, policy)
             answer, result = assemble.compose(question, plan, execution)
+        verdict = abstain.judge(question, evidence, result, self._common_word) if route is not None else None
+        rescue = rescue_plan(route, question, verdict.missing) if verdict is not None and fallback is None else None
+        if rescue is not None:
+            # the evidence misses what the question names: look for passages that hold it first
+            policy.append(f"rescue: passages holding {', '.join(verdict.missing)}")  # type: ignore[union-attr]
+            plan, execution = _merge(rescue, self._engine.execute(rescue, tenant_id=principal.tenant_id,
+                                                                  deadline=deadline), plan, execution)
+            with tracing.span("assemble"):
+                evidence = self._final_check(execution, principal, policy)
+                answer, result = assemble.compose(question, plan, execution)
         if fallback is not None:
             answer, result = self._quoted(plan, execution, route, question, empty, answer, result, evidence)
         return self._checked(request, started, policy, route, plan, execution, answer, result, evidence,

@@ -285,6 +285,14 @@ def test_a_short_lead_in_is_chunked_with_what_it_introduces() -> None:
                        _el("NarrativeText", "Maximum time between automatic WAL checkpoints. The default is 5min.")])
     assert [c.text for c in result.chunks] == [
         "checkpoint_timeout (integer)\nMaximum time between automatic WAL checkpoints. The default is 5min."]
-    sentence = _chunked([_el("Title", "Settings", 1), _el("NarrativeText", "These are the settings."),
-                         _el("ListItem", "one item")])
-    assert len(sentence.chunks) == 2
+
+
+
+def test_short_neighbours_of_one_section_are_packed_but_never_across_sections() -> None:
+    result = _chunked([_el("Title", "A", 1), _el("NarrativeText", "These are the settings."),
+                       _el("ListItem", "one item"), _el("Title", "B", 1), _el("NarrativeText", "Other text.")])
+    assert [(c.kind, c.text) for c in result.chunks] == [("text", "These are the settings.\none item"),
+                                                        ("text", "Other text.")]
+    small = _chunked([_el("Title", "A", 1), _el("NarrativeText", "x" * 150), _el("ListItem", "y" * 100)],
+                     versions=_versions(max_chars=200))
+    assert len(small.chunks) == 2
