@@ -536,10 +536,15 @@ def build(results: Path) -> str:
     lines += golden_section(results)
     lines += serve_section(results)
     lines += unseen_section(results)
+    from report_everyday import everyday_section  # here, not at the top: it imports this module's helpers
+
+    lines += everyday_section(results)
     lines += other_section(results, {"ingest_throughput.json", "ingest_throughput_distributed.json",
                                      "query_latency.json", "scifact.json", "eval_golden.json",
                                      "serve_latency.json", "scifact_offline_bm25.json", "unseen_worlds.json",
-                                     "unseen_worlds_dev.json", "scifact_titled.json"})
+                                     "unseen_worlds_dev.json", "scifact_titled.json", "everyday_baselines.json",
+                                     "everyday_embedded.json", "everyday_distributed.json", "guard_eval.json",
+                                     "embedded_ask_latency.json"})
     return "\n".join(lines) + "\n"
 
 
