@@ -93,7 +93,7 @@ def compose(question: str, plan: Plan, execution: Execution) -> tuple[str, dict[
     (`fallback_*`, see `planner.fallback_plan`) are left to `fallback_quote`."""
     sentences: list[str] = []
     result: dict[str, Any] = {}
-    rescued = False
+    quoted = rescued = False
     for step in plan.steps:
         res = execution.results.get(step.id)
         if res is None or step.id.startswith(FALLBACK_PREFIX):
@@ -121,9 +121,10 @@ def compose(question: str, plan: Plan, execution: Execution) -> tuple[str, dict[
                                  else "No document carries that identifier exactly.")
             result[step.id] = {"documents": list(dict.fromkeys(h.document_id for h in hits)),
                                "chunks": [h.chunk_id for h in hits]}
-            if step.operator == "hybrid_search" and rescued:
-                continue  # a rescue search (planner.rescue_plan) comes first and quotes for both
-            rescued = rescued or step.id == RESCUE_STEP
+            if step.operator == "hybrid_search":
+                if quoted and (rescued or step.id == RESCUE_STEP):
+                    continue  # a rescue search (planner.rescue_plan) and its search quote one line
+                quoted, rescued = True, rescued or step.id == RESCUE_STEP
             terms = tuple(getattr(step.params, "terms", ()) or ())
             picked = best_passage(question, hits, terms)
             if picked is None:

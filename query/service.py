@@ -24,8 +24,9 @@ Guarantees (DESIGN.md §3.5, §5; seed 002 "The turn pipeline"):
   salient terms (or misses a technical identifier or quoted phrase it names) is `no_answer`,
   naming the missing terms; one that misses only some names or rare words is `partial` with a
   gap naming them. Before judging, a passage answer that misses a salient term is searched once
-  more with those terms (`planner.rescue_plan`: the passages holding them rank first), so a
-  term the documents hold is looked for before it is called missing. The answer line quotes the
+  more with those terms (`planner.rescue_plan`: the passages holding them rank first; they lead
+  the evidence when a technical identifier was missed, else they follow it), so a term the
+  documents hold is looked for before it is called missing. The answer line quotes the
   best-matching sentence of the passages (`assemble.best_passage`) and its chunk is the first
   citation.
 - `answer` never raises: store outages become gaps (`partial`), bugs become `error` replies.
@@ -50,6 +51,7 @@ from manifold.query.planner import (
     plan_with_notes,
     rescue_plan,
 )
+from manifold.query.routing.terms import technical_terms
 from manifold.query.types import (
     CatalogEntry,
     Clarification,
@@ -194,8 +196,11 @@ class QueryService:
         if rescue is not None:
             # the evidence misses what the question names: look for passages that hold it first
             policy.append(f"rescue: passages holding {', '.join(verdict.missing)}")  # type: ignore[union-attr]
-            plan, execution = _merge(rescue, self._engine.execute(rescue, tenant_id=principal.tenant_id,
-                                                                  deadline=deadline), plan, execution)
+            rescued = self._engine.execute(rescue, tenant_id=principal.tenant_id, deadline=deadline)
+            if set(verdict.missing) & set(technical_terms(question)):  # type: ignore[union-attr]
+                plan, execution = _merge(rescue, rescued, plan, execution)  # an identifier's passage leads
+            else:
+                plan, execution = _merge(plan, execution, rescue, rescued)  # names and rare words: after
             with tracing.span("assemble"):
                 evidence = self._final_check(execution, principal, policy)
                 answer, result = assemble.compose(question, plan, execution)

@@ -91,7 +91,7 @@ def technical_terms(text: str) -> list[str]:
 
 def _loose(term: str) -> str:
     term = term.strip()
-    lead = re.match(r"[^\w]*", term).group(0)  # type: ignore[union-attr]  # always matches
+    lead = re.match(r"[\W_]*", term).group(0)  # type: ignore[union-attr]  # always matches
     parts = [p for p in re.split(r"[\s_-]+", term[len(lead):]) if p]
     return re.escape(lead) + r"[\s_-]+".join(re.escape(p) for p in parts) if parts else ""
 
@@ -103,7 +103,7 @@ def occurs(term: str, text: str) -> bool:
         return False
     if re.fullmatch(r"\d+(?:\.\d+)*", term):  # a number: not a part of a date, code or longer number
         return re.search(r"(?<![\w.,/:-])" + re.escape(term) + r"(?![\w]|[.,/:-]\d)", text) is not None
-    left = r"(?<![\w])" if term[:1].isalnum() or term[:1] == "_" else r"(?<![\w-])"
+    left = r"(?<![\w])" if term[:1].isalnum() else r"(?<![\w-])"
     right = r"(?![\w])" if term[-1:].isalnum() or term[-1:] == "_" else ""
     return re.search(left + body + right, text, re.IGNORECASE) is not None
 
