@@ -25,8 +25,8 @@ Guarantees (DESIGN.md §3.5, §5; seed 002 "The turn pipeline"):
   naming the missing terms; one that misses only some names or rare words is `partial` with a
   gap naming them. Before judging, a passage answer that misses a salient term is searched once
   more with those terms (`planner.rescue_plan`: the passages holding them rank first; they lead
-  the evidence when a technical identifier was missed, else they follow it), so a term the
-  documents hold is looked for before it is called missing. The answer line quotes the
+  the evidence when an identifier, quoted phrase or name was missed, else they follow it), so a
+  term the documents hold is looked for before it is called missing. The answer line quotes the
   best-matching sentence of the passages (`assemble.best_passage`) and its chunk is the first
   citation.
 - `answer` never raises: store outages become gaps (`partial`), bugs become `error` replies.
@@ -197,10 +197,10 @@ class QueryService:
             # the evidence misses what the question names: look for passages that hold it first
             policy.append(f"rescue: passages holding {', '.join(verdict.missing)}")  # type: ignore[union-attr]
             rescued = self._engine.execute(rescue, tenant_id=principal.tenant_id, deadline=deadline)
-            if set(verdict.missing) & set(technical_terms(question)):  # type: ignore[union-attr]
-                plan, execution = _merge(rescue, rescued, plan, execution)  # an identifier's passage leads
+            if _leads(verdict.missing, question):  # type: ignore[union-attr]
+                plan, execution = _merge(rescue, rescued, plan, execution)
             else:
-                plan, execution = _merge(plan, execution, rescue, rescued)  # names and rare words: after
+                plan, execution = _merge(plan, execution, rescue, rescued)
             with tracing.span("assemble"):
                 evidence = self._final_check(execution, principal, policy)
                 answer, result = assemble.compose(question, plan, execution)
@@ -320,6 +320,14 @@ class QueryService:
                           result=result or {}, evidence=tuple(evidence), gaps=tuple(all_gaps),
                           clarification=clarification,
                           plan=plan.model_dump(mode="json") if plan else None, trace=trace, error=error)
+
+
+def _leads(missing: Sequence[str], question: str) -> bool:
+    """Whether a rescue search's passages lead the evidence: when what was missed is an identifier,
+    a quoted phrase or a name (capitalised), the passages that hold it are what the question is
+    about; a missed lowercase rare word or a number (often a variant spelling) only follows."""
+    technical = set(technical_terms(question))
+    return any(t in technical or " " in t or t[:1].isupper() for t in missing)
 
 
 def _best_first(evidence: list[Evidence], result: dict[str, Any]) -> list[Evidence]:
