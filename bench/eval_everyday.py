@@ -45,6 +45,9 @@ from everyday_common import corpus_dir, found, load_questions, summarise  # noqa
 from metrics_eval import commit, machine  # noqa: E402 - as above
 
 TOP_K = 5
+STALL_S = 600
+"""Distributed ingestion stops waiting when no document became active for this long (the rest are
+reported as `not_active`; dead-lettered documents never do)."""
 
 
 def _files(root: Path) -> set[str]:
@@ -71,7 +74,7 @@ def ingest_distributed(settings: Any, tenant: str, root: Path, timeout_s: float 
     from manifold.ingest import ROLES, lifecycle, workers
 
     report = upstream_client(settings).publish_paths(tenant, [root])
-    wanted = {str(p) for p in report.published}
+    wanted = {doc for doc, _version in report.published}
     ports = lifecycle.build_ports(settings)
     stop = threading.Event()
     errors: list[BaseException] = []
@@ -84,16 +87,16 @@ def ingest_distributed(settings: Any, tenant: str, root: Path, timeout_s: float 
 
     thread = threading.Thread(target=work, daemon=True)
     thread.start()
-    deadline, last, still = time.monotonic() + timeout_s, -1, len(wanted)
+    deadline, last, still, moved = time.monotonic() + timeout_s, -1, len(wanted), time.monotonic()
     try:
-        while not errors and time.monotonic() < deadline:
+        while not errors and time.monotonic() < deadline and time.monotonic() - moved < STALL_S:
             active = {e.document_id for e in ports.manifest.entries(tenant) if e.state == "active"}
             still = len([d for d in wanted if d not in active])
             if still == 0:
                 break
             if still != last:
                 logging.info("distributed ingest: %d of %d documents not active yet", still, len(wanted))
-                last = still
+                last, moved = still, time.monotonic()
             time.sleep(3)
     finally:
         stop.set()
