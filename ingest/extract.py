@@ -84,7 +84,7 @@ from manifold.shared.events import MetadataValue
 from manifold.shared.identifiers import find_identifiers, identifier_kind, normalize_identifier
 from manifold.shared.vocabulary import GRAPH_SCHEMA_VERSION, entity_type_for_identifier_kind, validate_relation
 
-EXTRACTION_VERSION = "rules-2"
+EXTRACTION_VERSION = "rules-3"
 MAX_ISSUE_ROWS = 100
 """A table review item keeps at most this many raw rows (and counts the rest in `rows_omitted`),
 so one bad table of a large file cannot stage its whole content a second time."""

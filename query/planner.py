@@ -149,6 +149,8 @@ def plan_with_notes(route: Any, question: str, *, as_of: date,
                                               product_codes, identifiers))
                 aggregate = True
             except PlanningGap as gap:
+                if anchor_terms(route, question):
+                    raise  # a named code or entity: the service quotes a passage that names it
                 notes.append(f"no metric: {gap}")
                 aggregate = False
     if not aggregate and not steps and relationship:

@@ -176,9 +176,13 @@ class QueryService:
                 reply = self._text_only(request, principal, started, policy, route, question, deadline, str(exc))
                 if reply is not None:
                     return reply
-                return self._reply(request, started, policy, status="no_answer", route=route,
-                                   answer=f"No answer: {exc}.",
-                                   gaps=[Gap(kind="missing_data", detail=str(exc))])
+                try:  # no passage names an anchor: search the question as passages, without metrics
+                    plan, _ = plan_with_notes(route, question, as_of=as_of, holdings=_NO_RECORDS)
+                    policy.append(f"plan: no structured plan ({exc}); passages instead")
+                except PlanningGap:
+                    return self._reply(request, started, policy, status="no_answer", route=route,
+                                       answer=f"No answer: {exc}.",
+                                       gaps=[Gap(kind="missing_data", detail=str(exc))])
             policy.append("plan: routed, validated")
         execution = self._engine.execute(plan, tenant_id=principal.tenant_id, deadline=deadline)
         execution.gaps.extend(assemble.coverage_gaps(plan, execution))
@@ -320,6 +324,9 @@ class QueryService:
                           result=result or {}, evidence=tuple(evidence), gaps=tuple(all_gaps),
                           clarification=clarification,
                           plan=plan.model_dump(mode="json") if plan else None, trace=trace, error=error)
+
+
+_NO_RECORDS = Holdings(record_types=frozenset())
 
 
 def _leads(missing: Sequence[str], question: str) -> bool:

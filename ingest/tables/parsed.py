@@ -52,6 +52,9 @@ class ParsedRecord:
     valid_to: date | None = None
     lines: tuple[ParsedLine, ...] = ()
     extras: dict[str, str] = field(default_factory=dict)
+    status_stated: bool = True
+    """False when the record's table has no status column at all (an accounts-payable export):
+    stored as `attributes.status_column = "absent"`, which recognised spend counts as posted."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,8 @@ def build_record(parsed: ParsedRecord, record_id: str, provenance: Provenance) -
         **{f"product_group#{line.line_no}": line.product_group for line in parsed.lines},
     }
     attributes: dict[str, MetadataValue] = {k: v for k, v in optional.items() if v is not None}
+    if not parsed.status_stated:
+        attributes["status_column"] = "absent"
     for key, value in parsed.extras.items():
         attributes[f"column:{key}" if key in attributes else key] = value
     return BusinessRecord(

@@ -169,7 +169,7 @@ def _build_transactional(table: TableLayout, number: str, rows: list[Row]) -> Pa
         customer=text["customer"], customer_id=text["customer_id"], issued_on=dates["issued_on"],
         currency=currency, status=text["status"], total=total, tax=tax, subtotal=subtotal,
         valid_from=dates["valid_from"], valid_to=dates["valid_to"], lines=tuple(lines),
-        extras=_record_extras(rows, lines),
+        extras=_record_extras(rows, lines), status_stated="status" in table.columns,
     )
 
 

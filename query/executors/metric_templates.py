@@ -45,7 +45,8 @@ WITH candidate AS (
     FROM serving_records r
     WHERE r.tenant_id = %(tenant)s
       AND r.record_type = ANY(%(record_types)s::text[])
-      AND r.status = ANY(%(statuses)s::text[])
+      AND (r.status = ANY(%(statuses)s::text[])
+       OR (%(unstated)s AND r.status IS NULL AND r.attributes->>'status_column' = 'absent'))
       AND (%(start)s::date IS NULL OR r.issued_on >= %(start)s::date)
       AND (%(end)s::date IS NULL OR r.issued_on < %(end)s::date)
       AND (%(suppliers)s::text[] IS NULL OR btrim(regexp_replace(lower(r.counterparty_name), '[^[:alnum:]]+', ' ', 'g')) = ANY(%(suppliers)s::text[]))
@@ -107,7 +108,8 @@ FROM serving_records r
 JOIN serving_record_lines l ON l.tenant_id = %(tenant)s AND l.record_id = r.record_id
 WHERE r.tenant_id = %(tenant)s
   AND r.record_type = 'invoice'
-  AND r.status = ANY(%(statuses)s::text[])
+  AND (r.status = ANY(%(statuses)s::text[])
+       OR (%(unstated)s AND r.status IS NULL AND r.attributes->>'status_column' = 'absent'))
   AND r.issued_on <= %(on)s::date
   AND regexp_replace(upper(l.product_code), '[^[:alnum:]]+', '', 'g') = ANY(%(products)s::text[])
   AND (%(currency)s::text IS NULL OR r.currency = %(currency)s::text)
@@ -142,7 +144,8 @@ TOTAL_SPEND_DEFINITION = (
     "Recognised spend = sum over invoice and credit-note lines (active document versions only) of "
     "sign x line amount, where sign is +1 for an invoice and -1 for a credit note (credit-note "
     "amounts are stored positive). Only records whose status is in the requested statuses "
-    "(default: posted, paid) count; a record with no status is not recognised spend, and drafts "
+    "(default: posted, paid) count; a record with no status is not recognised spend unless its "
+    "table has no status column at all (an export of posted documents), and drafts "
     "or other statuses are excluded. " + _DUPLICATE_RULE + " Filters: buying company "
     "(attributes.customer_name) and supplier (counterparty name) case-insensitive exact matches, "
     "product codes case-insensitive, period half-open [start, end) on the issue date. Totals are "
@@ -235,6 +238,7 @@ def bind_total_spend(where: MetricParams, tenant_id: str) -> dict[str, Any]:
         **_common(where, tenant_id),
         "record_types": ["invoice", "credit_note"],
         "statuses": list(where.statuses or RECOGNISED_SPEND_STATUSES),
+        "unstated": not where.statuses,
         "start": where.period.start if where.period else None,
         "end": where.period.end if where.period else None,
         "numbers": None,
@@ -247,6 +251,7 @@ def bind_revenue_at_risk(where: MetricParams, tenant_id: str) -> dict[str, Any]:
         **_common(where, tenant_id),
         "record_types": ["order"],
         "statuses": list(where.statuses or AT_RISK_ORDER_STATUSES),
+        "unstated": False,
         "start": where.period.start if where.period else None,
         "end": where.period.end if where.period else None,
         "numbers": _upper_codes(where.order_numbers),
@@ -260,6 +265,7 @@ def bind_unit_price_on(where: MetricParams, tenant_id: str) -> dict[str, Any]:
     return {
         **_common(where, tenant_id),
         "statuses": list(where.statuses or RECOGNISED_SPEND_STATUSES),
+        "unstated": not where.statuses,
         "on": where.on,
     }
 

@@ -112,18 +112,25 @@ def _quoted(question: str) -> list[str]:
     return [next(g for g in m.groups() if g) for m in _QUOTED.finditer(question)]
 
 
+_CALENDAR = frozenset("""january february march april may june july august september october november december
+jan feb mar apr jun jul aug sep sept oct nov dec monday tuesday wednesday thursday friday saturday sunday
+today yesterday tomorrow q1 q2 q3 q4""".split())
+"""Calendar words name a period (the router's time constraint), not something a passage must hold."""
+
+
 def salient_terms(question: str, common: Callable[[str], bool]) -> list[str]:
     """The terms a relevant passage must contain (see the module guarantees), first seen first."""
     out: dict[str, None] = {}
     for term in [*technical_terms(question), *_quoted(question),
-                 *(m.group(1) for m in _NAMED_NUMBER.finditer(question))]:
+                 *(m.group(1) for m in _NAMED_NUMBER.finditer(question)
+                   if m.group(0).split()[0].casefold() not in _CALENDAR)]:
         out.setdefault(term, None)
     taken = " ".join(out)
     words = list(_WORD.finditer(question))
     for k, match in enumerate(words):
         word = match.group(0).strip("'’-")
         low = word.casefold()
-        if len(word) < 2 or low in STOPWORDS or low in QUESTION_WORDS or word in taken:
+        if len(word) < 2 or low in STOPWORDS or low in QUESTION_WORDS or low in _CALENDAR or word in taken:
             continue
         capitalised = word[:1].isupper() and k > 0 and not word.isupper()
         acronym = word.isupper() and len(word) >= 2

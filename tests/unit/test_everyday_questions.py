@@ -170,3 +170,17 @@ def test_a_partly_covered_question_is_partial_and_names_the_missing_term() -> No
 def test_structured_answers_are_not_judged_by_their_words() -> None:
     result = {"spend": {"metric": "total_spend", "matched_line_count": 3}}
     assert abstain.judge("What did Zyxel cost?", [], result, common) is None
+
+
+def test_calendar_words_are_periods_not_salient_names() -> None:
+    terms = salient_terms("How much did we spend with Harbor Office in March 2026?", lambda w: w != "harbor")
+    assert terms == ["Harbor", "Office"]
+
+
+def test_a_table_without_a_status_column_counts_as_recognised_spend_by_default() -> None:
+    from manifold.query.executors.metric_templates import bind_total_spend
+    from manifold.query.plan import MetricParams
+
+    assert bind_total_spend(MetricParams(supplier_names=["Harbor Office Supplies"]), "t")["unstated"] is True
+    asked = bind_total_spend(MetricParams(supplier_names=["Harbor"], statuses=["paid"]), "t")
+    assert asked["unstated"] is False  # statuses asked for by name never match an unstated one

@@ -305,7 +305,8 @@ def test_build_record_keeps_decimals_and_unmapped_columns() -> None:
     provenance = Provenance(document_id="d", version=1, chunk_id=None, record_id="rec_x", extraction_version="rules-1")
     record = build_record(parsed, "rec_x", provenance)
     assert record.lines[0].amount == Decimal("59.97") and isinstance(record.lines[0].quantity, Decimal)
-    assert record.attributes == {"Cost Centre#1": "CC-1", "customer_name": "Company A", "tax": "0"}
+    assert record.attributes == {"Cost Centre#1": "CC-1", "customer_name": "Company A", "tax": "0",
+                                 "status_column": "absent"}  # no status column: an export of posted invoices
     assert record.model_dump(mode="json")["lines"][0]["amount"] == "59.97"
 
 
