@@ -231,11 +231,21 @@ def fallback_quote(plan: Plan, execution: Execution, terms: Sequence[str], empty
                   "quote": quote}
 
 
+_QUANTITY_ASKED = re.compile(r"\b(?:how\s+(?:many|much|long|often|big|large|old)|default|maximum|minimum|max|min|"
+                             r"limit|value|size|number|port|version|when|what\s+year|how\s+soon)\b", re.I)
+"""A question that asks for a quantity, a date or a setting's value: a unit holding a digit is
+likelier to state it."""
+_DIGIT = re.compile(r"\d")
+
+
 def best_passage(question: str, hits: Sequence[Any], terms: Sequence[str] = ()) -> tuple[Any, str] | None:
     """(hit, quote) of the sentence, clause or table row among `hits` that best matches the
     question: each technical term it holds (`terms`) counts 3, each distinct content word of the
-    question it holds (compared by stem) counts 1, and an earlier hit wins a tie. None when no
+    question it holds (compared by stem) counts 1, a digit counts 1.5 when the question asks for a
+    quantity, date or value ("how many", "default", "maximum", "when"), and an earlier hit wins a
+    tie. None when no
     unit holds any of them (the caller then quotes the first hit's opening)."""
+    quantity = bool(_QUANTITY_ASKED.search(question))
     wanted = set(analysis.terms(" ".join(w for w in re.findall(r"[^\W_][\w.'-]*", question)
                                          if w.casefold() not in QUESTION_WORDS and w.casefold() not in STOPWORDS)))
     patterns = [(t, p) for t in terms if (p := _term_pattern(t)) is not None]
@@ -245,7 +255,7 @@ def best_passage(question: str, hits: Sequence[Any], terms: Sequence[str] = ()) 
             unit = hit.text[start:end]
             named = [m for _, p in patterns if (m := p.search(unit))]
             overlap = len(wanted & set(analysis.terms(unit)))
-            score = 3 * len(named) + overlap - 0.01 * rank
+            score = 3 * len(named) + overlap + (1.5 if quantity and _DIGIT.search(unit) else 0) - 0.01 * rank
             if score <= 0:
                 continue
             if best is None or score > best[0]:

@@ -266,8 +266,8 @@ def _line_evidence(r: Mapping[str, Any], tenant_id: str, snapshot_at: datetime) 
         document_id=r["document_id"], version=r["version"], record_id=r["record_id"],
         claims={
             "record_type": r["record_type"], "number": r["number"], "line_no": r["line_no"],
-            "product_code": r["product_code"], "quantity": str(_decimal(r["quantity"])),
-            "unit_price": str(_decimal(r["unit_price"])), "amount": str(_decimal(r["amount"])),
+            "product_code": r["product_code"], "quantity": _text_or_none(r["quantity"]),
+            "unit_price": _text_or_none(r["unit_price"]), "amount": str(_decimal(r["amount"])),
             "currency": r["currency"], "status": r["status"], "supplier": r["counterparty_name"],
             "issued_on": r["issued_on"].isoformat() if r["issued_on"] else None,
         },
@@ -293,6 +293,12 @@ def _decimal(value: Any) -> Decimal:
     if isinstance(value, int):
         return Decimal(value)
     raise TypeError(f"expected a Decimal from NUMERIC, got {type(value).__name__}")
+
+
+def _text_or_none(value: Any) -> str | None:
+    """A NUMERIC as its exact text; None stays None (a record without lines has no quantity or
+    unit price: its total is its one line, `line_no` 0)."""
+    return None if value is None else str(_decimal(value))
 
 
 def _decimal_or_none(value: Any) -> Decimal | None:

@@ -41,7 +41,7 @@ class UnknownMetric(KeyError):
 _LINES_CTE = """
 WITH candidate AS (
     SELECT r.record_id, r.document_id, r.version, r.record_type, r.number, r.counterparty_name,
-           r.issued_on, r.currency, r.status
+           r.issued_on, r.currency, r.status, r.total
     FROM serving_records r
     WHERE r.tenant_id = %(tenant)s
       AND r.record_type = ANY(%(record_types)s::text[])
@@ -53,10 +53,12 @@ WITH candidate AS (
       AND (%(companies)s::text[] IS NULL
            OR btrim(regexp_replace(lower(r.attributes->>'customer_name'), '[^[:alnum:]]+', ' ', 'g')) = ANY(%(companies)s::text[]))
       AND (%(numbers)s::text[] IS NULL OR upper(r.number) = ANY(%(numbers)s::text[]))
-      AND EXISTS (
+      AND (EXISTS (
           SELECT 1 FROM serving_record_lines x
           WHERE x.tenant_id = %(tenant)s AND x.record_id = r.record_id
             AND (%(products)s::text[] IS NULL OR regexp_replace(upper(x.product_code), '[^[:alnum:]]+', '', 'g') = ANY(%(products)s::text[])))
+        OR (%(products)s::text[] IS NULL AND r.total IS NOT NULL AND NOT EXISTS (
+          SELECT 1 FROM serving_record_lines y WHERE y.tenant_id = %(tenant)s AND y.record_id = r.record_id)))
 ),
 kept AS (
     SELECT DISTINCT ON (c.record_type, upper(c.number), lower(coalesce(c.counterparty_name, '')))
@@ -66,12 +68,15 @@ kept AS (
 ),
 matched AS (
     SELECT k.record_id, k.document_id, k.version, k.record_type, k.number, k.counterparty_name,
-           k.issued_on, k.currency, k.status, l.line_no, l.product_code, l.quantity, l.unit_price,
-           l.amount,
-           CASE WHEN k.record_type = 'credit_note' THEN -l.amount ELSE l.amount END AS signed_amount
+           k.issued_on, k.currency, k.status, coalesce(l.line_no, 0) AS line_no, l.product_code, l.quantity,
+           l.unit_price, coalesce(l.amount, k.total) AS amount,
+           CASE WHEN k.record_type = 'credit_note' THEN -coalesce(l.amount, k.total)
+                ELSE coalesce(l.amount, k.total) END AS signed_amount
     FROM kept k
-    JOIN serving_record_lines l ON l.tenant_id = %(tenant)s AND l.record_id = k.record_id
-    WHERE (%(products)s::text[] IS NULL OR regexp_replace(upper(l.product_code), '[^[:alnum:]]+', '', 'g') = ANY(%(products)s::text[]))
+    LEFT JOIN serving_record_lines l ON l.tenant_id = %(tenant)s AND l.record_id = k.record_id
+    WHERE (l.record_id IS NULL AND %(products)s::text[] IS NULL AND k.total IS NOT NULL)
+       OR (l.record_id IS NOT NULL AND (%(products)s::text[] IS NULL
+           OR regexp_replace(upper(l.product_code), '[^[:alnum:]]+', '', 'g') = ANY(%(products)s::text[])))
 )
 """
 
@@ -144,7 +149,9 @@ TOTAL_SPEND_DEFINITION = (
     "Recognised spend = sum over invoice and credit-note lines (active document versions only) of "
     "sign x line amount, where sign is +1 for an invoice and -1 for a credit note (credit-note "
     "amounts are stored positive). Only records whose status is in the requested statuses "
-    "(default: posted, paid) count; a record with no status is not recognised spend unless its "
+    "(default: posted, paid) count; a record without lines (one row per invoice in an export) counts "
+    "its total as one line (line_no 0) when no product is asked for; a record with no status is not "
+    "recognised spend unless its "
     "table has no status column at all (an export of posted documents), and drafts "
     "or other statuses are excluded. " + _DUPLICATE_RULE + " Filters: buying company "
     "(attributes.customer_name) and supplier (counterparty name) case-insensitive exact matches, "

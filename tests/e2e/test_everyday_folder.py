@@ -1,0 +1,121 @@
+"""A user's everyday folder through the real pipeline and query service (embedded profile).
+
+Reproduces issue 28's cases: an accounts-payable export with one row per invoice and no status
+column (spend by vendor and month was "no recognised lines"), a manual page whose questions say
+"default value" and "how many" (planned as spend totals before), an option the manual defines
+(`--cache-ttl`: its passage is cited first), and a product the folder never mentions (`no_answer`
+naming it). Tenants are unique per run; under CI=true a missing PostgreSQL fails
+(tests/conftest.py).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from manifold.shared.config import ManifoldSettings
+
+EXPORT = """Invoice No,Vendor,Invoice Date,Amount,Currency
+AP-10021,Harbor Office Supplies,2026-03-03,1250.00,EUR
+AP-10022,Kestrel Logistics,2026-03-09,980.50,EUR
+AP-10023,Harbor Office Supplies,2026-03-21,310.25,EUR
+AP-10024,Kestrel Logistics,2026-04-02,2200.00,EUR
+"""
+MANUAL = """# pwcache manual
+
+## Options
+
+--cache-ttl SECONDS
+The number of seconds a password stays in the cache. The default value is 900 seconds.
+
+--max-entries N
+At most this many passwords are kept at once. The maximum is 64 entries.
+
+## Environment
+
+PWCACHE_SOCKET
+The path of the socket the helper listens on.
+"""
+
+
+@dataclass(frozen=True)
+class Folder:
+    settings: ManifoldSettings
+    tenant: str
+
+
+@pytest.fixture(scope="module")
+def folder(settings: ManifoldSettings, pg_conninfo: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Folder]:
+    from manifold.deploy.compose.embedded import drive, lifecycle_ports, open_bus, prepare, upstream_client
+    from manifold.shared.config import EmbeddedSettings, IngestSettings
+
+    root = tmp_path_factory.mktemp("everyday")
+    s = settings.model_copy(update={"profile": "embedded", "embedded": EmbeddedSettings(dir=root / "data"),
+                                    "ingest": IngestSettings(metrics_port=0, max_attempts=2)})
+    prepare(s, quiet=True)
+    docs = root / "docs"
+    for rel, text in {"finance/ap-export.csv": EXPORT, "manuals/pwcache.md": MANUAL}.items():
+        (docs / rel).parent.mkdir(parents=True, exist_ok=True)
+        (docs / rel).write_text(text)
+    tenant = f"e{uuid.uuid4().hex[:8]}-everyday"
+    bus = open_bus(s)
+    try:
+        report = upstream_client(s, bus).publish_paths(tenant, [docs])
+        assert not report.rejected, report.rejected
+        drained = drive(s, bus, quiet=True, expected=len(report.published))
+    finally:
+        bus.close()
+    assert not drained.dead_letters, drained.dead_letters
+    active = {e.document_id for e in lifecycle_ports(s).manifest.entries(tenant) if e.state == "active"}
+    assert active == {"finance/ap-export.csv", "manuals/pwcache.md"}
+    yield Folder(settings=s, tenant=tenant)
+
+
+@pytest.fixture(scope="module")
+def answerer(folder: Folder) -> Iterator[object]:
+    from manifold.query.composition import build_answerer
+
+    service = build_answerer(folder.settings)
+    yield service
+    service.close()
+
+
+def ask(answerer, folder: Folder, question: str):  # type: ignore[no-untyped-def]
+    from manifold.query.types import Principal, QueryRequest
+
+    request = QueryRequest(request_id=f"e-{uuid.uuid4().hex[:12]}", reply_topic="manifold.query.replies",
+                           deadline=datetime.now(UTC) + timedelta(seconds=30), question=question,
+                           as_of=datetime(2026, 5, 1, tzinfo=UTC))
+    return answerer.answer(request, Principal(tenant_id=folder.tenant, subject="e2e"))
+
+
+def test_spend_by_vendor_and_month_over_an_export_without_status_or_lines(answerer, folder: Folder) -> None:
+    reply = ask(answerer, folder, "How much did we spend with Harbor Office Supplies in March 2026?")
+    assert reply.status == "answered", reply
+    assert reply.result["spend"]["totals"] == {"EUR": "1560.25"}
+    assert reply.result["spend"]["matched_record_count"] == 2
+
+
+def test_a_default_value_question_is_answered_from_the_manual(answerer, folder: Folder) -> None:
+    reply = ask(answerer, folder, "What is the default value of the cache TTL?")
+    assert reply.status in {"answered", "partial"}, reply
+    assert not any(s.operator == "metric_query" for s in reply.trace.steps), reply.trace.steps
+    assert reply.evidence and reply.evidence[0].document_id == "manuals/pwcache.md"
+    assert "900 seconds" in reply.answer
+
+
+def test_the_passage_that_defines_an_option_is_cited_first(answerer, folder: Folder) -> None:
+    reply = ask(answerer, folder, "What does --max-entries limit?")
+    first = reply.evidence[0].text or "" if reply.evidence else ""
+    assert "--max-entries" in first and "64 entries" in first, reply.evidence
+    assert "--max-entries" in reply.answer
+
+
+def test_a_product_the_folder_never_mentions_is_not_answered(answerer, folder: Folder) -> None:
+    reply = ask(answerer, folder, "What is the default port of MongoDB?")
+    assert reply.status == "no_answer", reply
+    assert "MongoDB" in reply.answer and not reply.evidence
