@@ -12,7 +12,8 @@ Guarantees of `judge(question, evidence, result, common)`:
   text and section title, and the document ids (`routing.terms.covered`: literal, or by stem).
 - `Abstention.missing` lists the salient terms found in no evidence, in question order. The
   verdict is `no_answer` when nothing salient is covered, or when a technical identifier or a
-  quoted phrase is missing (the question is about that thing, and no passage names it);
+  quoted phrase or a record identifier (`INV-…`) is missing (the question is about that thing,
+  and no passage names it);
   `partial` when only some names or rare words are missing; None when every salient term is
   covered or the question has none.
 - Deterministic; no I/O (`common` is the caller's word list predicate).
@@ -26,6 +27,7 @@ from typing import Any, Literal
 
 from manifold.query.routing.terms import covered, salient_terms, technical_terms
 from manifold.query.types import Evidence
+from manifold.shared.identifiers import find_identifiers
 
 __all__ = ["Abstention", "judge"]
 
@@ -38,6 +40,15 @@ class Abstention:
     def detail(self) -> str:
         names = ", ".join(f"\u201c{t}\u201d" for t in self.missing)
         return f"no evidence mentions {names}"
+
+    def answer(self) -> str:
+        """The reply's answer line: names the missing terms, except record identifiers (invoice,
+        order, product numbers), which the exact-lookup gap already names: an answer never
+        repeats a record number that this tenant does not hold."""
+        words = tuple(t for t in self.missing if not find_identifiers(t))
+        if not words:
+            return "No answer: nothing in this tenant's active documents matches."
+        return f"No answer: {Abstention(self.status, words).detail()} in this tenant's active documents."
 
 
 def _structured(result: Mapping[str, Any]) -> bool:
@@ -62,7 +73,7 @@ def judge(question: str, evidence: Sequence[Evidence], result: Mapping[str, Any]
     missing = tuple(t for t in salient if not covered(t, texts))
     if not missing:
         return None
-    strong = set(technical_terms(question))
+    strong = set(technical_terms(question)) | {t for t in salient if find_identifiers(t)}
     quoted = {t for t in salient if t not in strong and " " in t}
     if len(missing) == len(salient) or any(t in strong or t in quoted for t in missing):
         return Abstention("no_answer", missing)

@@ -254,7 +254,7 @@ class QueryService:
             if verdict.status == "no_answer":
                 return self._reply(request, started, policy, status="no_answer", route=route, plan=plan,
                                    execution=execution,
-                                   answer=f"No answer: {verdict.detail()} in this tenant's active documents.")
+                                   answer=verdict.answer())
             answer = f"Partial: {verdict.detail()}. {answer}".strip()
         wrong = assemble.check_numbers(answer, result, evidence)
         if wrong:
@@ -272,8 +272,11 @@ class QueryService:
         evidence = [ev for res in execution.results.values() for ev in res.evidence]
         docs = sorted({ev.document_id for ev in evidence if ev.document_id})
         active = self._active.active(principal.tenant_id, docs) if docs else {}
-        kept, dropped = [], 0
+        kept, dropped, seen = [], 0, set()
         for ev in evidence:
+            if ev.evidence_id in seen:
+                continue  # the same chunk from two steps (a rescue search and its search) is cited once
+            seen.add(ev.evidence_id)
             if ev.tenant_id != principal.tenant_id:
                 dropped += 1
             elif ev.document_id is not None and active.get(ev.document_id) != ev.version:

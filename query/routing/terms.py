@@ -20,7 +20,10 @@ Guarantees:
   "section 12": the number), capitalised names that are not the question's first word,
   and rare words (alphabetic, ≥ 4 letters, not stop words, for which `common(word)` is False).
   `covered(term, texts)` says whether a salient term occurs in any text, comparing words by
-  their Snowball stem so `caching` covers `cache`.
+  their Snowball stem so `caching` covers `cache`, and a word of six letters or more also by its
+  first letters (all but three, at least five) so `warranty` covers `warrants`. A possessive
+  `'s` is not part of a word; words about the search itself ("keyword", "documents") are not
+  salient.
 - Deterministic, no I/O.
 """
 
@@ -118,6 +121,11 @@ today yesterday tomorrow q1 q2 q3 q4""".split())
 """Calendar words name a period (the router's time constraint), not something a passage must hold."""
 
 
+_META = frozenset("""keyword keywords term terms phrase phrases word words wording document documents doc docs
+file files passage passages mention mentions mentioned mentioning text texts""".split())
+"""Words about the search itself ("documents that mention the keyword …"), not about its object."""
+
+
 def salient_terms(question: str, common: Callable[[str], bool]) -> list[str]:
     """The terms a relevant passage must contain (see the module guarantees), first seen first."""
     out: dict[str, None] = {}
@@ -128,9 +136,10 @@ def salient_terms(question: str, common: Callable[[str], bool]) -> list[str]:
     taken = " ".join(out)
     words = list(_WORD.finditer(question))
     for k, match in enumerate(words):
-        word = match.group(0).strip("'’-")
+        word = re.sub(r"['’]s$", "", match.group(0)).strip("'’-")
         low = word.casefold()
-        if len(word) < 2 or low in STOPWORDS or low in QUESTION_WORDS or low in _CALENDAR or word in taken:
+        if (len(word) < 2 or low in STOPWORDS or low in QUESTION_WORDS or low in _CALENDAR or low in _META
+                or word in taken):
             continue
         capitalised = word[:1].isupper() and k > 0 and not word.isupper()
         acronym = word.isupper() and len(word) >= 2
@@ -152,4 +161,8 @@ def covered(term: str, texts: Iterable[str]) -> bool:
     if " " in term.strip() or not term.isalpha():
         return False
     stems = _stems(term)
-    return bool(stems) and any(stems <= _stems(t) for t in texts)
+    if stems and any(stems <= _stems(t) for t in texts):
+        return True
+    # a variant the stemmer keeps apart ("warranty" / "warrants"): the same first letters
+    head = term.casefold()[:max(5, len(term) - 3)]
+    return len(term) >= 6 and any(re.search(r"(?<![^\W\d_])" + re.escape(head), t, re.IGNORECASE) for t in texts)

@@ -10,12 +10,12 @@ PostgreSQL fails (tests/conftest.py).
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
+from folder_support import Folder, ingest_folder
+from folder_support import ask as ask_as
 
 from manifold.shared.config import ManifoldSettings
 
@@ -34,38 +34,14 @@ Lindqvist Foods AB buys gaskets from several workshops. The agreed price for the
 """
 
 
-@dataclass(frozen=True)
-class Folder:
-    settings: ManifoldSettings
-    tenant: str
+AS_OF = datetime(2026, 6, 1, tzinfo=UTC)
 
 
 @pytest.fixture(scope="module")
-def folder(settings: ManifoldSettings, pg_conninfo: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Folder]:
-    from manifold.deploy.compose.embedded import drive, lifecycle_ports, open_bus, prepare, upstream_client
-    from manifold.shared.config import EmbeddedSettings, IngestSettings
-
-    root = tmp_path_factory.mktemp("unseen")
-    s = settings.model_copy(update={"profile": "embedded", "embedded": EmbeddedSettings(dir=root / "data"),
-                                    "ingest": IngestSettings(metrics_port=0, max_attempts=2)})
-    prepare(s, quiet=True)
-    docs = root / "docs"
-    for rel, text in {"purchasing/price-list.csv": PRICE_LIST, "invoices/inv-2026-5120.csv": INVOICE,
-                      "notes/gasket-memo.md": MEMO}.items():
-        (docs / rel).parent.mkdir(parents=True, exist_ok=True)
-        (docs / rel).write_text(text)
-    tenant = f"u{uuid.uuid4().hex[:8]}-buyer"
-    bus = open_bus(s)
-    try:
-        report = upstream_client(s, bus).publish_paths(tenant, [docs])
-        assert not report.rejected, report.rejected
-        drained = drive(s, bus, quiet=True, expected=len(report.published))
-    finally:
-        bus.close()
-    assert not drained.dead_letters, drained.dead_letters
-    active = {e.document_id for e in lifecycle_ports(s).manifest.entries(tenant) if e.state == "active"}
-    assert active == {"purchasing/price-list.csv", "invoices/inv-2026-5120.csv", "notes/gasket-memo.md"}
-    yield Folder(settings=s, tenant=tenant)
+def folder(settings: ManifoldSettings, pg_conninfo: str, tmp_path_factory: pytest.TempPathFactory) -> Folder:
+    files = {"purchasing/price-list.csv": PRICE_LIST, "invoices/inv-2026-5120.csv": INVOICE,
+             "notes/gasket-memo.md": MEMO}
+    return ingest_folder(settings, tmp_path_factory.mktemp("unseen"), files, "buyer")
 
 
 @pytest.fixture(scope="module")
@@ -78,12 +54,7 @@ def answerer(folder: Folder) -> Iterator[object]:
 
 
 def ask(answerer, folder: Folder, question: str):  # type: ignore[no-untyped-def]
-    from manifold.query.types import Principal, QueryRequest
-
-    request = QueryRequest(request_id=f"u-{uuid.uuid4().hex[:12]}", reply_topic="manifold.query.replies",
-                           deadline=datetime.now(UTC) + timedelta(seconds=30), question=question,
-                           as_of=datetime(2026, 6, 1, tzinfo=UTC))
-    return answerer.answer(request, Principal(tenant_id=folder.tenant, subject="e2e"))
+    return ask_as(answerer, folder, question, AS_OF)
 
 
 def test_the_unit_price_of_a_catalog_code_is_answered_with_a_citation(answerer, folder: Folder) -> None:
