@@ -238,12 +238,19 @@ likelier to state it."""
 _DIGIT = re.compile(r"\d")
 
 
+def _table_header(text: str) -> str | None:
+    """The header row of a table chunk (its first line, with cell separators, above other rows)."""
+    first, _, rest = text.partition("\n")
+    return first if rest.strip() and ("|" in first or "\t" in first) else None
+
+
 def best_passage(question: str, hits: Sequence[Any], terms: Sequence[str] = ()) -> tuple[Any, str] | None:
     """(hit, quote) of the sentence, clause or table row among `hits` that best matches the
     question: each technical term it holds (`terms`) counts 3, each distinct content word of the
     question it holds (compared by stem) counts 1, a digit counts 1.5 when the question asks for a
     quantity, date or value ("how many", "default", "maximum", "when"), and an earlier hit wins a
-    tie. None when no
+    tie. In a table chunk the header row is never quoted; each row is scored with the header's
+    words (and quoted as `header: value` pairs). None when no
     unit holds any of them (the caller then quotes the first hit's opening)."""
     quantity = bool(_QUANTITY_ASKED.search(question))
     wanted = set(analysis.terms(" ".join(w for w in re.findall(r"[^\W_][\w.'-]*", question)
@@ -251,10 +258,13 @@ def best_passage(question: str, hits: Sequence[Any], terms: Sequence[str] = ()) 
     patterns = [(t, p) for t in terms if (p := _term_pattern(t)) is not None]
     best: tuple[float, Any, int, int, int] | None = None
     for rank, hit in enumerate(hits):
+        header = _table_header(hit.text)
         for start, end in _units(hit.text):
+            if header is not None and start == 0:
+                continue  # a table's header row names the columns, not a fact: its rows are quoted
             unit = hit.text[start:end]
             named = [m for _, p in patterns if (m := p.search(unit))]
-            overlap = len(wanted & set(analysis.terms(unit)))
+            overlap = len(wanted & set(analysis.terms(f"{header}\n{unit}" if header else unit)))
             score = 3 * len(named) + overlap + (1.5 if quantity and _DIGIT.search(unit) else 0) - 0.01 * rank
             if score <= 0:
                 continue

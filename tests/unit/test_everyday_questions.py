@@ -184,3 +184,9 @@ def test_a_table_without_a_status_column_counts_as_recognised_spend_by_default()
     assert bind_total_spend(MetricParams(supplier_names=["Harbor Office Supplies"]), "t")["unstated"] is True
     asked = bind_total_spend(MetricParams(supplier_names=["Harbor"], statuses=["paid"]), "t")
     assert asked["unstated"] is False  # statuses asked for by name never match an unstated one
+
+
+def test_a_table_row_is_quoted_not_its_header() -> None:
+    table = _hit("t", "country | capital | calling code\nKenya | Nairobi | +254\nPeru | Lima | +51")
+    picked = best_passage("What is the calling code of Peru?", [table])
+    assert picked is not None and picked[1] == "country: Peru; capital: Lima; calling code: +51"
