@@ -208,6 +208,9 @@ def exchange(path: Path, message: dict[str, Any], timeout_s: float) -> dict[str,
             response = _receive(conn)
         except TimeoutError as err:
             raise ServerUnavailable(f"the embedded query server did not reply within {timeout_s:.0f} s") from err
+        except (BrokenPipeError, ConnectionResetError) as err:
+            # the server closed the connection: which of the two the client sees depends on timing
+            raise ServerUnavailable(f"the embedded query server stopped before it replied ({err})") from err
         except (OSError, ValueError) as err:
             raise ServerUnavailable(f"the embedded query server failed while answering ({err})") from err
         if response is None:
