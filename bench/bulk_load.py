@@ -118,7 +118,8 @@ def build_ports(settings: Any) -> Any:
     from manifold.shared.stores import pg_schema
     from manifold.shared.stores.elasticsearch import ElasticsearchTextIndex
     from manifold.shared.stores.neo4j import Neo4jGraphStore
-    from manifold.shared.stores.postgres import PostgresRelationalStore, PostgresStagingStore
+    from manifold.shared.stores.pg_relational import PostgresRelationalStore
+    from manifold.shared.stores.pg_staging import PostgresStagingStore
 
     for key, value in workers._OFFLINE.items():  # noqa: SLF001 - the workers' offline model settings
         os.environ.setdefault(key, value)

@@ -308,7 +308,7 @@ def retrieval(items: list[dict[str, Any]], tenants: dict[str, str], settings: An
     from manifold.query.executors.vector import VectorExecutor
     from manifold.query.plan import BM25SearchParams, ExactLookupParams, HybridSearchParams, VectorSearchParams
     from manifold.shared.embedding import SentenceTransformerEmbedder
-    from manifold.shared.stores.postgres import TenantConnections
+    from manifold.shared.stores.pg_connections import TenantConnections
 
     q = settings.query
     pg = TenantConnections(settings.postgres.query_conninfo(), vectors=True)

@@ -314,7 +314,7 @@ def tune_on_train(settings: Any, tenant: str, data: Path, timeout_s: float, dept
     from manifold.query.executors.vector import VectorExecutor
     from manifold.query.plan import BM25SearchParams
     from manifold.shared.embedding import SentenceTransformerEmbedder
-    from manifold.shared.stores.postgres import TenantConnections
+    from manifold.shared.stores.pg_connections import TenantConnections
 
     queries, qrels = load_test(data, "train")
     if only_docs is not None:
@@ -359,7 +359,7 @@ def _pg_lexical(settings: Any) -> tuple[Any, str]:
         return None, f"not available yet: the embedded profile's text index / executor is missing ({exc})"
     # The benchmark raises the statement timeout cap (3 s by default) to 60 s: the embedded profile's
     # BM25 aggregates postings in SQL, and on a loaded 2-core machine a long claim can exceed 3 s.
-    from manifold.shared.stores.postgres import TenantConnections
+    from manifold.shared.stores.pg_connections import TenantConnections
 
     q = settings.query.model_copy(update={"statement_timeout_ms": 60_000})
     return PgBM25Executor(TenantConnections(settings.postgres.query_conninfo()), q), "present"
@@ -379,8 +379,8 @@ def index_pg_text(settings: Any, tenant: str) -> dict[str, Any]:
     from manifold.ingest import lifecycle
     from manifold.ingest.notices import payload_key
     from manifold.shared.artifacts import ExtractedDocument
+    from manifold.shared.stores.pg_staging import PostgresStagingStore
     from manifold.shared.stores.pg_text import PostgresTextIndex
-    from manifold.shared.stores.postgres import PostgresStagingStore
 
     index = PostgresTextIndex.from_settings(settings)
     staging = PostgresStagingStore.from_settings(settings)
@@ -456,7 +456,7 @@ def evaluate(settings: Any, tenant: str, queries: dict[str, str], qrels: dict[st
     from manifold.query.executors.vector import VectorExecutor
     from manifold.query.plan import BM25SearchParams, HybridSearchParams
     from manifold.shared.embedding import SentenceTransformerEmbedder
-    from manifold.shared.stores.postgres import TenantConnections
+    from manifold.shared.stores.pg_connections import TenantConnections
 
     q = settings.query
     pg = TenantConnections(settings.postgres.query_conninfo(), vectors=True)

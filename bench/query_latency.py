@@ -142,7 +142,7 @@ class Bench:
         from manifold.query.request_client import QueryClient, mint_dev_token
         from manifold.query.worker import serve
         from manifold.shared.embedding import SentenceTransformerEmbedder
-        from manifold.shared.stores.postgres import TenantConnections
+        from manifold.shared.stores.pg_connections import TenantConnections
 
         run = uuid.uuid4().hex[:8]
         q = settings.query.model_copy(update={

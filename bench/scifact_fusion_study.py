@@ -121,7 +121,7 @@ def load_inputs(data: Path, tenant: str) -> tuple[list[str], np.ndarray, dict[st
     from manifold.query.plan import BM25SearchParams
     from manifold.shared.config import ManifoldSettings
     from manifold.shared.embedding import SentenceTransformerEmbedder
-    from manifold.shared.stores.postgres import TenantConnections
+    from manifold.shared.stores.pg_connections import TenantConnections
 
     settings = ManifoldSettings()
     pg = TenantConnections(settings.postgres.query_conninfo(), vectors=True)

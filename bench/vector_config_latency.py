@@ -30,7 +30,7 @@ from metrics_eval import commit, machine, percentile  # noqa: E402 - after bench
 from manifold.query.executors.vector import VectorExecutor
 from manifold.shared.config import ManifoldSettings
 from manifold.shared.embedding import SentenceTransformerEmbedder
-from manifold.shared.stores.postgres import TenantConnections
+from manifold.shared.stores.pg_connections import TenantConnections
 
 OUT = Path(__file__).resolve().parent / "results" / "vector_config_latency.json"
 QUERIES = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "beir-scifact" / "queries.jsonl"

@@ -23,7 +23,8 @@ def build_ports(settings: ManifoldSettings) -> ReconcilePorts:
     from manifold.shared.stores.ledger import PostgresVersionLedger
     from manifold.shared.stores.manifest_pg import PostgresVersionManifest
     from manifold.shared.stores.neo4j import Neo4jGraphStore
-    from manifold.shared.stores.postgres import PostgresRelationalStore, PostgresStagingStore
+    from manifold.shared.stores.pg_relational import PostgresRelationalStore
+    from manifold.shared.stores.pg_staging import PostgresStagingStore
 
     return ReconcilePorts(
         manifest=PostgresVersionManifest.from_settings(settings),

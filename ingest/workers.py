@@ -128,7 +128,8 @@ def postgres_ports(settings: ManifoldSettings, text: TextIndex, graph: GraphStor
         os.environ.setdefault(key, value)
     from manifold.shared.embedding import SentenceTransformerEmbedder
     from manifold.shared.stores.embedding_cache_pg import PostgresEmbeddingCache
-    from manifold.shared.stores.postgres import PostgresRelationalStore, PostgresStagingStore
+    from manifold.shared.stores.pg_relational import PostgresRelationalStore
+    from manifold.shared.stores.pg_staging import PostgresStagingStore
 
     embedder = SentenceTransformerEmbedder(batch_size=settings.ingest.embed_batch_size)
     return pipeline.Ports(

@@ -40,7 +40,7 @@ from manifold.query.types import CatalogEntry, EntityKind, Holdings
 from manifold.shared.config import ManifoldSettings
 from manifold.shared.errors import Transient
 from manifold.shared.stores.manifest import check_tenant
-from manifold.shared.stores.postgres import TenantConnections
+from manifold.shared.stores.pg_connections import TenantConnections
 from manifold.shared.stores.serving import cypher_active
 
 __all__ = ["CatalogReader", "NODE_TYPE_TO_KIND"]

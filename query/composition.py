@@ -119,7 +119,7 @@ def build_answerer(settings: ManifoldSettings) -> Any:
     from manifold.query.executors.vector import VectorExecutor
     from manifold.query.service import QueryService
     from manifold.shared.embedding import SentenceTransformerEmbedder
-    from manifold.shared.stores.postgres import TenantConnections
+    from manifold.shared.stores.pg_connections import TenantConnections
 
     q = settings.query
     pg = TenantConnections(settings.postgres.query_conninfo(), vectors=True)
@@ -183,7 +183,7 @@ def build_embedded_answerer(settings: ManifoldSettings) -> Any:
     from manifold.query.pg_catalog import PostgresCatalogReader
     from manifold.query.service import QueryService
     from manifold.shared.embedding import SentenceTransformerEmbedder
-    from manifold.shared.stores.postgres import TenantConnections
+    from manifold.shared.stores.pg_connections import TenantConnections
 
     q = settings.query
     pg = TenantConnections(settings.postgres.query_conninfo(), vectors=True)

@@ -20,7 +20,7 @@ import psycopg
 
 from manifold.query.catalog import NODE_TYPE_TO_KIND, CatalogReader
 from manifold.shared.config import ManifoldSettings
-from manifold.shared.stores.postgres import TenantConnections
+from manifold.shared.stores.pg_connections import TenantConnections
 
 __all__ = ["PostgresCatalogReader"]
 

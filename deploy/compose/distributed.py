@@ -24,7 +24,7 @@ def upstream_client(settings: ManifoldSettings, client_id: str = "manifold-inges
     from manifold.shared.envelope_auth import signer_from_settings
     from manifold.shared.kafka import ensure_topics, pipeline_topic_configs, producer_config
     from manifold.shared.stores.ledger import PostgresVersionLedger
-    from manifold.shared.stores.postgres import PostgresStagingStore
+    from manifold.shared.stores.pg_staging import PostgresStagingStore
 
     signer = signer_from_settings(settings)
     ensure_topics(settings.kafka.bootstrap_servers, topics.PIPELINE_TOPICS, topics.DEFAULT_PARTITIONS,

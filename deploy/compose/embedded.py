@@ -152,7 +152,8 @@ def lifecycle_ports(settings: ManifoldSettings, ports: pipeline.Ports | None = N
     """Publisher / reconciler / status ports (no embedder unless `ports` is given)."""
     from manifold.shared.stores.ledger import PostgresVersionLedger
     from manifold.shared.stores.manifest_pg import PostgresVersionManifest
-    from manifold.shared.stores.postgres import PostgresRelationalStore, PostgresStagingStore
+    from manifold.shared.stores.pg_relational import PostgresRelationalStore
+    from manifold.shared.stores.pg_staging import PostgresStagingStore
 
     if ports is not None:
         text, graph, relational, staging = ports.text, ports.graph, ports.relational, ports.staging
@@ -178,7 +179,7 @@ def upstream_client(settings: ManifoldSettings, bus: Bus) -> Any:
     from manifold.ingest.upstream import UpstreamClient
     from manifold.shared.envelope_auth import signer_from_settings
     from manifold.shared.stores.ledger import PostgresVersionLedger
-    from manifold.shared.stores.postgres import PostgresStagingStore
+    from manifold.shared.stores.pg_staging import PostgresStagingStore
 
     return UpstreamClient(producer=BusProducer(bus),
                           ledger=PostgresVersionLedger(settings.postgres.ingest_conninfo()),

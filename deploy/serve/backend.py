@@ -57,7 +57,7 @@ class ManifestReader:
     """Document status from `manifold.version_manifest` through the read-only query role."""
 
     def __init__(self, settings: ManifoldSettings) -> None:
-        from manifold.shared.stores.postgres import TenantConnections
+        from manifold.shared.stores.pg_connections import TenantConnections
 
         self._db = TenantConnections(settings.postgres.query_conninfo(), connect_timeout=5)
 

@@ -36,7 +36,7 @@ from manifold.query.types import Gap, StepResult, TextHit
 from manifold.shared import analysis
 from manifold.shared.config import QuerySettings
 from manifold.shared.stores.elasticsearch import ES_ALIAS
-from manifold.shared.stores.postgres import TenantConnections
+from manifold.shared.stores.pg_connections import TenantConnections
 from manifold.shared.stores.serving import es_active_filter
 
 TITLE_BOOST = 0.5

@@ -48,7 +48,7 @@ from manifold.shared.config import QuerySettings
 from manifold.shared.errors import Transient
 from manifold.shared.identifiers import find_identifiers, normalize_identifier
 from manifold.shared.stores.elasticsearch import ES_ALIAS
-from manifold.shared.stores.postgres import TenantConnections
+from manifold.shared.stores.pg_connections import TenantConnections
 from manifold.shared.stores.serving import es_active_filter
 
 _CHUNKS_BY_ID = (

@@ -48,7 +48,7 @@ from manifold.query.types import Evidence, Gap, StepResult
 from manifold.shared.config import ManifoldSettings
 from manifold.shared.errors import Transient
 from manifold.shared.stores.manifest import check_tenant
-from manifold.shared.stores.postgres import TenantConnections
+from manifold.shared.stores.pg_connections import TenantConnections
 from manifold.shared.stores.serving import active_versions, check_hits_active, cypher_active
 from manifold.shared.vocabulary import RELATIONS
 

@@ -41,7 +41,7 @@ from manifold.query.routing.terms import occurs
 from manifold.query.types import Evidence, StepResult, TextHit
 from manifold.shared.config import QuerySettings
 from manifold.shared.errors import Transient
-from manifold.shared.stores.postgres import TenantConnections
+from manifold.shared.stores.pg_connections import TenantConnections
 
 _BRANCH_LIMIT = 100  # LIMIT_CAP of the per-operator params
 _BRANCHES = 3

@@ -52,7 +52,7 @@ from manifold.query.plan import MetricParams, MetricQueryParams
 from manifold.query.types import Evidence, Gap, StepResult
 from manifold.shared.config import ManifoldSettings
 from manifold.shared.stores.manifest import check_tenant
-from manifold.shared.stores.postgres import TenantConnections
+from manifold.shared.stores.pg_connections import TenantConnections
 
 __all__ = ["EVIDENCE_CAP", "TEMPLATES", "MetricExecutor", "MetricTemplate", "UnknownMetric", "code_key", "name_key",
            "template_for"]

@@ -34,7 +34,7 @@ from manifold.query.executors.graph import cut_targets, expansion_args, graph_re
 from manifold.query.plan import GraphExpandParams
 from manifold.query.types import StepResult
 from manifold.shared.config import ManifoldSettings
-from manifold.shared.stores.postgres import TenantConnections
+from manifold.shared.stores.pg_connections import TenantConnections
 from manifold.shared.stores.serving import active_versions, check_hits_active
 
 __all__ = ["EXPAND_SQL", "PgGraphExpandExecutor"]

@@ -60,8 +60,8 @@ from manifold.shared import analysis
 from manifold.shared.config import ManifoldSettings, QuerySettings
 from manifold.shared.errors import Transient
 from manifold.shared.identifiers import find_identifiers
+from manifold.shared.stores.pg_connections import TenantConnections
 from manifold.shared.stores.pg_text import PG_TEXT_SCHEMA_VERSION, analyze, title_phrase
-from manifold.shared.stores.postgres import TenantConnections
 
 __all__ = ["BM25_B", "BM25_K1", "BM25_SQL", "TIE_BREAKER", "PgBM25Executor", "PgExactLookupExecutor"]
 

@@ -57,7 +57,7 @@ from manifold.shared.config import QuerySettings
 from manifold.shared.embedding import Embedder
 from manifold.shared.embedding_configs import PRIMARY, ConfigEmbedders
 from manifold.shared.stores.embedding_pg import active_config
-from manifold.shared.stores.postgres import TenantConnections
+from manifold.shared.stores.pg_connections import TenantConnections
 
 VectorMode = Literal["exact", "hnsw"]
 

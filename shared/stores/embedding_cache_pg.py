@@ -8,7 +8,7 @@ Guarantees (see `manifold.shared.ports.EmbeddingCache`):
 - One transaction and a constant number of statements per call, whatever the number of hashes.
 - `sweep` deletes the tenant's entries created more than `grace_s` ago that no row of `chunks`
   (any version still stored: staged, active or retired before gc) uses; `delete_version` in
-  `postgres.py` removes a deleted version's now unused entries at once.
+  `pg_relational.py` removes a deleted version's now unused entries at once.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from psycopg import sql
 
 from manifold.shared.config import ManifoldSettings
 from manifold.shared.errors import BadInput
-from manifold.shared.stores.postgres import TenantConnections, _ingest_conninfo, _table
+from manifold.shared.stores.pg_connections import TenantConnections, ingest_conninfo, schema_table
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -48,13 +48,13 @@ class PostgresEmbeddingCache:
 
     @classmethod
     def from_settings(cls, settings: ManifoldSettings, *, password: str | None = None) -> PostgresEmbeddingCache:
-        return cls(_ingest_conninfo(settings, password))
+        return cls(ingest_conninfo(settings, password))
 
     @staticmethod
     def _read(conn: psycopg.Connection[Any], tenant_id: str, config: str, hashes: list[str]) -> dict[str, list[float]]:
         rows = conn.execute(
             sql.SQL("SELECT text_sha256, vector FROM {} WHERE tenant_id = %s AND config = %s "
-                    "AND text_sha256 = ANY(%s)").format(_table("embedding_cache")),
+                    "AND text_sha256 = ANY(%s)").format(schema_table("embedding_cache")),
             (tenant_id, config, hashes),
         ).fetchall()
         return {h: _floats(v) for h, v in rows}
@@ -74,7 +74,7 @@ class PostgresEmbeddingCache:
         with self._db.transaction(tenant_id) as conn, conn.cursor() as cur:
             cur.executemany(
                 sql.SQL("INSERT INTO {} (tenant_id, config, text_sha256, vector) VALUES (%s, %s, %s, %s) "
-                        "ON CONFLICT DO NOTHING").format(_table("embedding_cache")),
+                        "ON CONFLICT DO NOTHING").format(schema_table("embedding_cache")),
                 [(tenant_id, config, h, np.asarray(vectors[h], dtype=np.float32)) for h in hashes],
             )
             return self._read(conn, tenant_id, config, hashes)
@@ -85,7 +85,7 @@ class PostgresEmbeddingCache:
                 sql.SQL("DELETE FROM {c} e WHERE e.tenant_id = %s AND e.created_at < now() - make_interval(secs => %s) "
                         "AND NOT EXISTS (SELECT 1 FROM {k} k WHERE k.tenant_id = e.tenant_id "
                         "AND k.content_sha256 = e.text_sha256)").format(
-                    c=_table("embedding_cache"), k=_table("chunks")),
+                    c=schema_table("embedding_cache"), k=schema_table("chunks")),
                 (tenant_id, float(grace_s)),
             )
             return cur.rowcount

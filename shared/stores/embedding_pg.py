@@ -37,7 +37,7 @@ from manifold.shared.embedding_configs import PRIMARY, EmbeddingConfig, Embeddin
 from manifold.shared.embedding_configs import get as get_config
 from manifold.shared.ids import set_checksum
 from manifold.shared.stores import manifest as mf
-from manifold.shared.stores.postgres import TenantConnections
+from manifold.shared.stores.pg_connections import TenantConnections
 
 LIVE_STATES = ("backfilling", "verified", "active")
 ELIGIBLE_VERSION_STATES = ("staged", "verified", "active")

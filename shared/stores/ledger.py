@@ -17,7 +17,7 @@ import contextlib
 from dataclasses import dataclass
 from datetime import datetime
 
-from manifold.shared.stores.postgres import TenantConnections
+from manifold.shared.stores.pg_connections import TenantConnections
 
 STAGE_ORDER = ("parsed", "chunked", "embedded", "extracted")
 """Stage payloads in pipeline order (`ingest.notices.Stage`)."""

@@ -30,7 +30,7 @@ from manifold.shared.artifacts import LoadNotice, StoreManifest
 from manifold.shared.config import ManifoldSettings
 from manifold.shared.errors import Transient
 from manifold.shared.ports import Activation, VersionEntry
-from manifold.shared.stores.postgres import TenantConnections
+from manifold.shared.stores.pg_connections import TenantConnections
 
 _COLS = ("tenant_id, document_id, version, state, expected, config_fingerprint, staged_at, activated_at, "
          "retired_at, deleted_at, purged_at")

@@ -43,8 +43,8 @@ from manifold.shared.artifacts import ExtractedDocument, StoreManifest
 from manifold.shared.config import ManifoldSettings
 from manifold.shared.stores import manifest as mf
 from manifold.shared.stores import version_batches as vb
+from manifold.shared.stores.pg_connections import TenantConnections
 from manifold.shared.stores.pg_text import sweep_tenants
-from manifold.shared.stores.postgres import TenantConnections
 
 __all__ = ["PG_GRAPH_MODEL_VERSION", "STORE_SLOT", "PostgresGraphStore"]
 

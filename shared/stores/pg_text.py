@@ -53,7 +53,7 @@ from manifold.shared.artifacts import ExtractedDocument, StoreManifest
 from manifold.shared.config import ManifoldSettings
 from manifold.shared.stores import manifest as mf
 from manifold.shared.stores import version_batches as vb
-from manifold.shared.stores.postgres import TenantConnections
+from manifold.shared.stores.pg_connections import TenantConnections
 
 __all__ = ["ENGLISH_STOP_WORDS", "PG_TEXT_SCHEMA_VERSION", "STORE_SLOT", "PostgresTextIndex", "analyze",
            "sweep_tenants", "title_phrase"]

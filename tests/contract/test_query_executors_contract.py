@@ -27,7 +27,7 @@ from contract_world import AGREEMENT, STAGED_ONLY, WORLD_SPECS, doc_from_spec, e
 
 from manifold.ingest.load import handle
 from manifold.query.plan import BM25SearchParams, ExactLookupParams, GraphExpandParams, Period
-from manifold.shared.stores.postgres import TenantConnections
+from manifold.shared.stores.pg_connections import TenantConnections
 
 TEXT = ("elasticsearch", "postgres")
 GRAPH = ("neo4j", "postgres")
@@ -54,8 +54,8 @@ def world(settings, pg_roles, es_client, neo4j_driver) -> Iterator[World]:
     from manifold.shared.stores.manifest_pg import PostgresVersionManifest
     from manifold.shared.stores.neo4j import Neo4jGraphStore
     from manifold.shared.stores.pg_graph import PostgresGraphStore
+    from manifold.shared.stores.pg_relational import PostgresRelationalStore
     from manifold.shared.stores.pg_text import PostgresTextIndex
-    from manifold.shared.stores.postgres import PostgresRelationalStore
 
     run = uuid.uuid4().hex[:8]
     tenant, other = f"cq{run}-main", f"cq{run}-other"

@@ -32,7 +32,7 @@ from manifold.shared.config import ManifoldSettings
 from manifold.shared.embedding_configs import PRIMARY, ConfigEmbedders
 from manifold.shared.events import MAX_INLINE_BYTES, ContentRef, upserted
 from manifold.shared.stores.embedding_pg import ActivationRefused, PostgresEmbeddingStore
-from manifold.shared.stores.postgres import TenantConnections
+from manifold.shared.stores.pg_connections import TenantConnections
 
 TITLED = "minilm-titled"
 QUESTIONS = ("warranty period for the sensor", "returns policy refund window", "delivery delay notice")

@@ -33,7 +33,7 @@ def test_status_review_says_why_a_table_was_not_read_as_records(
         embedded_settings: ManifoldSettings, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     from manifold.deploy.cli import main
-    from manifold.shared.stores.postgres import PostgresRelationalStore
+    from manifold.shared.stores.pg_relational import PostgresRelationalStore
 
     monkeypatch.setenv("MANIFOLD_PROFILE", "embedded")
     monkeypatch.setenv("MANIFOLD_EMBEDDED__DIR", str(embedded_settings.embedded.dir))

@@ -18,7 +18,7 @@ from manifold.query.executors.metric import MetricExecutor
 from manifold.query.executors.resolve import ResolveEntityExecutor
 from manifold.query.plan import GraphExpandParams, MetricQueryParams, Period, ResolveEntityParams
 from manifold.query.types import CatalogEntry
-from manifold.shared.stores.postgres import TenantConnections
+from manifold.shared.stores.pg_connections import TenantConnections
 
 Q1 = Period(start=date(2026, 1, 1), end=date(2026, 4, 1))
 T = 5.0

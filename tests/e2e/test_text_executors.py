@@ -21,7 +21,7 @@ from manifold.query.plan import BM25SearchParams, ExactLookupParams, HybridSearc
 from manifold.query.types import TextHit
 from manifold.shared.embedding import SentenceTransformerEmbedder
 from manifold.shared.errors import Transient
-from manifold.shared.stores.postgres import TenantConnections
+from manifold.shared.stores.pg_connections import TenantConnections
 from manifold.shared.stores.serving import check_hits_active
 
 CONTRACT = "contracts/ctr-2026-0001.md"

@@ -18,8 +18,8 @@ from manifold.shared.stores import pg_schema
 from manifold.shared.stores.elasticsearch import ElasticsearchTextIndex
 from manifold.shared.stores.manifest_pg import PostgresVersionManifest
 from manifold.shared.stores.neo4j import Neo4jGraphStore
+from manifold.shared.stores.pg_relational import PostgresRelationalStore
 from manifold.shared.stores.pg_text import PostgresTextIndex
-from manifold.shared.stores.postgres import PostgresRelationalStore
 
 DOCS = ("bulk-a", "bulk-b", "bulk-c")
 

@@ -19,7 +19,7 @@ from manifold.shared.stores import pg_schema, serving
 from manifold.shared.stores.elasticsearch import ES_INDEX, ElasticsearchTextIndex
 from manifold.shared.stores.manifest_pg import PostgresVersionManifest
 from manifold.shared.stores.neo4j import Neo4jGraphStore
-from manifold.shared.stores.postgres import PostgresRelationalStore
+from manifold.shared.stores.pg_relational import PostgresRelationalStore
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,8 @@ from manifold.shared.stores import pg_schema
 from manifold.shared.stores.elasticsearch import ES_INDEX, ElasticsearchTextIndex
 from manifold.shared.stores.manifest_pg import PostgresVersionManifest
 from manifold.shared.stores.neo4j import Neo4jGraphStore
-from manifold.shared.stores.postgres import PostgresRelationalStore, PostgresStagingStore
+from manifold.shared.stores.pg_relational import PostgresRelationalStore
+from manifold.shared.stores.pg_staging import PostgresStagingStore
 
 ZERO = {"missing": 0, "stale": 0, "orphaned": 0, "wrong_version": 0}
 

@@ -19,7 +19,8 @@ from manifold.shared.artifacts import DocRef
 from manifold.shared.config import IngestSettings
 from manifold.shared.ports import StagedItemMissing
 from manifold.shared.stores import pg_schema
-from manifold.shared.stores.postgres import PostgresRelationalStore, PostgresStagingStore
+from manifold.shared.stores.pg_relational import PostgresRelationalStore
+from manifold.shared.stores.pg_staging import PostgresStagingStore
 
 TEXT = ("Pump P-{n} was inspected on site. Its seals were replaced and the casing was cleaned.\n\n"
         "The next inspection of pump P-{n} is due within {n} months of this report.")

@@ -41,7 +41,8 @@ from manifold.shared.ports import GraphStore, RelationalStore, StagedItemMissing
 from manifold.shared.stores import pg_schema
 from manifold.shared.stores.elasticsearch import ES_INDEX, ES_SCHEMA_VERSION, ElasticsearchTextIndex
 from manifold.shared.stores.neo4j import Neo4jGraphStore
-from manifold.shared.stores.postgres import PostgresRelationalStore, PostgresStagingStore
+from manifold.shared.stores.pg_relational import PostgresRelationalStore
+from manifold.shared.stores.pg_staging import PostgresStagingStore
 
 VERSIONS = pipeline_versions(parser="parser-1", chunker="chunker-1", embedding_model="all-MiniLM-L6-v2",
                              extraction="extract-1", pg_schema=pg_schema.PG_SCHEMA_VERSION,
