@@ -230,7 +230,7 @@ class Bench:
         from psycopg.rows import dict_row
 
         from manifold.query.executors import exact as ex
-        from manifold.shared.stores.elasticsearch import ES_ALIAS
+        from manifold.shared.stores.es_mapping import ES_ALIAS
         from manifold.shared.stores.serving import es_active_filter
 
         fetch = min(2 * limit, 200)
@@ -253,7 +253,7 @@ class Bench:
 
     def raw_bm25(self, text: str, size: int = 10) -> float:
         from manifold.query.executors.bm25 import bm25_query
-        from manifold.shared.stores.elasticsearch import ES_ALIAS
+        from manifold.shared.stores.es_mapping import ES_ALIAS
 
         body = bm25_query(text, self.tenant, None)
         t = time.perf_counter()

@@ -50,7 +50,7 @@ Result = TypeVar("Result")
 
 def current_versions(settings: IngestSettings, embedding: EmbeddingInfo) -> PipelineVersions:
     """The configuration every derived record of this deployment is built with."""
-    from manifold.shared.stores.elasticsearch import ES_SCHEMA_VERSION
+    from manifold.shared.stores.es_mapping import ES_SCHEMA_VERSION
     from manifold.shared.stores.pg_schema import PG_SCHEMA_VERSION
     from manifold.shared.vocabulary import GRAPH_SCHEMA_VERSION
 

@@ -35,7 +35,7 @@ from manifold.query.plan import BM25SearchParams
 from manifold.query.types import Gap, StepResult, TextHit
 from manifold.shared import analysis
 from manifold.shared.config import QuerySettings
-from manifold.shared.stores.elasticsearch import ES_ALIAS
+from manifold.shared.stores.es_mapping import ES_ALIAS
 from manifold.shared.stores.pg_connections import TenantConnections
 from manifold.shared.stores.serving import es_active_filter
 

@@ -47,7 +47,7 @@ from manifold.query.types import Evidence, Gap, StepResult, TextHit
 from manifold.shared.config import QuerySettings
 from manifold.shared.errors import Transient
 from manifold.shared.identifiers import find_identifiers, normalize_identifier
-from manifold.shared.stores.elasticsearch import ES_ALIAS
+from manifold.shared.stores.es_mapping import ES_ALIAS
 from manifold.shared.stores.pg_connections import TenantConnections
 from manifold.shared.stores.serving import es_active_filter
 

@@ -1,27 +1,8 @@
 """Elasticsearch adapter: `ElasticsearchTextIndex`, one document per chunk.
 
-Index `manifold-chunks-v2` (`ES_INDEX`, schema `ES_SCHEMA_VERSION`), reachable through the alias
-`manifold-chunks` so a new version can be backfilled in parallel and switched atomically
-(`switch_alias`). The mapping is strict (an unknown field is an error, not a silently added one):
-
-- `text_terms` and `title_terms`: the BM25 fields, pre-analysed in Python
-  (`manifold.shared.analysis.analyzed`: tokens, lowercase, stop words, Snowball English stems,
-  version `ANALYSIS_VERSION`) and indexed with the built-in `whitespace` analyzer, so this index
-  and the PostgreSQL text index hold the same terms; `title_terms` is the analysed
-  `heading_text` (document title + the chunk's section path);
-- `text`: analyzer `manifold_english` (unstemmed), with `text.std` (standard analyzer) for exact
-  wording;
-- keywords, never analysed: `tenant_id`, `document_id`, `doc_version` ("<document_id>@<version>"),
-  `chunk_id`, `section_id`, `section_title` (+ `section_title.text`, `manifold_english`), `section_path`,
-  `identifiers` (normalised business ids, exact match, no normalizer), `kind`,
-  `content_sha256`, `doc_content_sha256`, `media_type`, pipeline versions and fingerprint;
-- integers `version`, `ordinal`.
-
-`manifold_english` = standard tokenizer + lowercase + English stop words (identifiers and exact
-matches use it: never stemmed). Stemming is done in Python because every Elasticsearch stemmer
-lives in the `analysis-common` module, which the Maven-published distribution the local stack runs
-does not contain; this keeps the index identical in every environment. A change of analysis is a
-new index version (parallel backfill, then an alias switch), never an in-place change.
+The index's schema (settings, strict mapping, each chunk's document) is in `es_mapping.py`; the
+serving marks the publisher flips are in `es_serving.py` (a mixin of this class); the mapping of
+Elasticsearch faults to `Transient` / `BadInput` is in `es_errors.py`.
 
 Guarantees (in addition to `manifold.shared.ports`):
 - Document `_id` is `<tenant_id>/<chunk_id>`: a write can only ever replace a document of the
@@ -45,64 +26,17 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from elasticsearch import ApiError, Elasticsearch, TransportError
+from elasticsearch import ApiError, Elasticsearch
 
-from manifold.shared import analysis
 from manifold.shared.artifacts import ExtractedDocument, StoreManifest
 from manifold.shared.config import ManifoldSettings
-from manifold.shared.errors import BadInput, Transient
+from manifold.shared.errors import Transient
 from manifold.shared.stores import manifest as mf
 from manifold.shared.stores import version_batches as vb
+from manifold.shared.stores.es_errors import item_error, raise_bulk_errors, transient
+from manifold.shared.stores.es_mapping import ES_ALIAS, ES_INDEX, ES_MAPPING, ES_SETTINGS, chunk_sources, doc_version
+from manifold.shared.stores.es_serving import ElasticsearchServingMarks
 
-ES_SCHEMA_VERSION = "2"
-"""2: the pre-analysed `text_terms`/`title_terms` fields (`analysis.ANALYSIS_VERSION`)."""
-ES_INDEX = f"manifold-chunks-v{ES_SCHEMA_VERSION}"
-ES_ALIAS = "manifold-chunks"
-
-_KEYWORD = {"type": "keyword"}
-_TERMS = {"type": "text", "analyzer": "whitespace"}
-_TEXT = "manifold_english"
-ES_SETTINGS: dict[str, Any] = {
-    "number_of_shards": 1,
-    "analysis": {
-        "filter": {"manifold_english_stop": {"type": "stop", "stopwords": "_english_"}},
-        "analyzer": {
-            _TEXT: {"type": "custom", "tokenizer": "standard", "filter": ["lowercase", "manifold_english_stop"]},
-        },
-    },
-}
-ES_MAPPING: dict[str, Any] = {
-    "dynamic": "strict",
-    "properties": {
-        "tenant_id": _KEYWORD,
-        "document_id": _KEYWORD,
-        "version": {"type": "integer"},
-        "doc_version": _KEYWORD,
-        "chunk_id": _KEYWORD,
-        "section_id": _KEYWORD,
-        "section_title": {"type": "keyword", "fields": {"text": {"type": "text", "analyzer": _TEXT}}},
-        "section_path": _KEYWORD,
-        "ordinal": {"type": "integer"},
-        "kind": _KEYWORD,
-        "text": {"type": "text", "analyzer": _TEXT, "fields": {"std": {"type": "text", "analyzer": "standard"}}},
-        "text_terms": _TERMS,
-        "title_terms": _TERMS,
-        "analysis_version": _KEYWORD,
-        "identifiers": _KEYWORD,
-        "content_sha256": _KEYWORD,
-        "doc_content_sha256": _KEYWORD,
-        "media_type": _KEYWORD,
-        "parser_version": _KEYWORD,
-        "chunker_version": _KEYWORD,
-        "extraction_version": _KEYWORD,
-        "es_schema_version": _KEYWORD,
-        "config_fingerprint": _KEYWORD,
-        "serving": {"type": "boolean"},
-    },
-}
-SERVING_FIELD = {"serving": {"type": "boolean"}}
-"""Added by put_mapping to an index created before the publisher existed (the mapping is strict)."""
-_RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504}
 _BULK_BATCH = 500
 
 
@@ -114,8 +48,9 @@ def _version_filter(tenant_id: str, document_id: str, version: int) -> list[dict
     ]
 
 
-class ElasticsearchTextIndex:
-    """`TextIndex` on Elasticsearch 8 (see the module docstring for mapping and guarantees)."""
+class ElasticsearchTextIndex(ElasticsearchServingMarks):
+    """`TextIndex` and `ServingMarks` on Elasticsearch 8 (guarantees: the module docstring; mapping:
+    `es_mapping.py`)."""
 
     def __init__(self, client: Elasticsearch, *, index: str = ES_INDEX, alias: str | None = ES_ALIAS,
                  replicas: int = 0, page_size: int = 1000) -> None:
@@ -152,7 +87,7 @@ class ElasticsearchTextIndex:
             pending, self._local.deferred = self._local.deferred, None
             if pending:
                 try:
-                    with _transient():
+                    with transient():
                         self._es.indices.refresh(index=self._index)
                 except Transient:
                     if not failed:  # the block's own error wins; marks are idempotent and reconciled
@@ -171,7 +106,7 @@ class ElasticsearchTextIndex:
         """Create the index if absent; idempotent and safe to race. The alias is attached at
         creation only when no other index holds it (a fresh deployment); otherwise the alias keeps
         serving the previous index until `switch_alias` (after the rebuild, README)."""
-        with _transient():
+        with transient():
             if not self._es.indices.exists(index=self._index):
                 taken = bool(self._alias and self._es.indices.exists_alias(name=self._alias))
                 try:
@@ -194,7 +129,7 @@ class ElasticsearchTextIndex:
         """The indexes the serving alias points at now."""
         if not self._alias:
             return set()
-        with _transient():
+        with transient():
             if not self._es.indices.exists_alias(name=self._alias):
                 return set()
             return set(self._es.indices.get_alias(name=self._alias))
@@ -206,35 +141,11 @@ class ElasticsearchTextIndex:
         previous = self.alias_targets() - {self._index}
         actions: list[dict[str, Any]] = [{"add": {"index": self._index, "alias": self._alias}}]
         actions += [{"remove": {"index": old, "alias": self._alias}} for old in sorted(previous)]
-        with _transient():
+        with transient():
             self._es.indices.update_aliases(actions=actions)
         return previous
 
     # ------------------------------------------------------------------ write
-
-    def _source(self, doc: ExtractedDocument) -> list[tuple[str, dict[str, Any]]]:
-        """(`_id`, source) of every chunk document of `doc`'s version."""
-        ref, v = doc.doc, doc.versions
-        titles = {s.section_id: s for s in doc.sections}
-        doc_title = ref.metadata.get("title")
-        headings = {s.section_id: analysis.analyzed(analysis.heading_text(
-            doc_title if isinstance(doc_title, str) else None, s.path)) for s in doc.sections}
-        fp = v.fingerprint()
-        out: list[tuple[str, dict[str, Any]]] = []
-        for c in doc.chunks:
-            section = titles[c.section_id]
-            out.append((f"{ref.tenant_id}/{c.chunk_id}", {
-                "tenant_id": ref.tenant_id, "document_id": ref.document_id, "version": ref.version,
-                "doc_version": _doc_version(ref.document_id, ref.version), "chunk_id": c.chunk_id,
-                "section_id": c.section_id, "section_title": section.title, "section_path": list(section.path),
-                "ordinal": c.ordinal, "kind": c.kind, "text": c.text, "identifiers": list(c.identifiers),
-                "text_terms": analysis.analyzed(c.text), "title_terms": headings[c.section_id],
-                "analysis_version": analysis.ANALYSIS_VERSION,
-                "content_sha256": c.content_sha256, "doc_content_sha256": ref.content_sha256,
-                "media_type": ref.media_type, "parser_version": v.parser, "chunker_version": v.chunker,
-                "extraction_version": v.extraction, "es_schema_version": v.es_schema, "config_fingerprint": fp,
-            }))
-        return out
 
     def write_version(self, doc: ExtractedDocument) -> StoreManifest:
         outcome = self.write_versions([doc])[0]
@@ -264,7 +175,7 @@ class ElasticsearchTextIndex:
         for i, doc in enumerate(docs):
             try:
                 mf.validate(doc)
-                sources = self._source(doc)
+                sources = chunk_sources(doc)
             except Exception as err:  # noqa: BLE001 - this document's own outcome
                 outcomes[i] = err
                 continue
@@ -272,7 +183,7 @@ class ElasticsearchTextIndex:
                 ops += [{"index": {"_index": self._index, "_id": _id}}, source]
                 owner.append(i)
                 chunk_ids.append(source["chunk_id"])
-        with _transient():
+        with transient():
             for start in range(0, len(owner), _BULK_BATCH):
                 result = self._es.bulk(operations=ops[2 * start:2 * (start + _BULK_BATCH)], refresh=False)
                 if not result.get("errors"):
@@ -281,7 +192,7 @@ class ElasticsearchTextIndex:
                     answer = item.get("index", {})
                     i = owner[start + n]
                     if "error" in answer and outcomes[i] is None:
-                        outcomes[i] = _item_error(chunk_ids[start + n], answer)
+                        outcomes[i] = item_error(chunk_ids[start + n], answer)
             written = [i for i in range(len(docs)) if outcomes[i] is None]
             if not written:
                 return outcomes  # type: ignore[return-value]
@@ -304,7 +215,7 @@ class ElasticsearchTextIndex:
         mf.check_tenant(tenant_id)
         self._ensure()
         query = {"bool": {"filter": _version_filter(tenant_id, document_id, version)}}
-        with _transient():
+        with transient():
             self._delete_matching(query)
 
     def _delete_matching(self, query: dict[str, Any]) -> None:
@@ -350,7 +261,7 @@ class ElasticsearchTextIndex:
         if not keys:
             return {}
         self._ensure()
-        with _transient():
+        with transient():
             stored = self._stored(tenant_id, keys)
         return {k: _chunk_manifest(*stored[k]) for k in keys}
 
@@ -359,7 +270,7 @@ class ElasticsearchTextIndex:
         """(count, [(chunk id, content hash)]) per key: ONE search (paged with `search_after`
         beyond `page_size` hits), confined to the tenant. The count comes from the aggregation,
         the pairs from the documents read, so a disagreement between them stays visible."""
-        names = {_doc_version(d, v): (d, v) for d, v in set(keys)}
+        names = {doc_version(d, v): (d, v) for d, v in set(keys)}
         out: dict[tuple[str, int], tuple[int, list[tuple[str, str]]]] = {k: (0, []) for k in keys}
         query = {"bool": {"filter": [{"term": {"tenant_id": tenant_id}}, {"terms": {"doc_version": sorted(names)}}]}}
         after: list[Any] | None = None
@@ -384,14 +295,14 @@ class ElasticsearchTextIndex:
             if len(page) < self._page_size:
                 break
             after = page[-1]["sort"]
-        return {k: (counts.get(_doc_version(*k), 0), pairs) for k, (_, pairs) in out.items()}
+        return {k: (counts.get(doc_version(*k), 0), pairs) for k, (_, pairs) in out.items()}
 
     def _bulk_by_ids(self, ids: Sequence[str], action: str, doc: dict[str, Any] | None = None, *,
                      refresh: bool | None = None) -> None:
         """Apply `action` ("delete", or "update" with the partial `doc`) to each `_id`, in `_bulk`
         requests of `_BULK_BATCH` ids. `refresh=None`: each request refreshes, except inside
         `batch`, where the block's one refresh covers it; `True`/`False` force it. An id that is
-        absent (404) is fine; any other failed item raises (`_raise_bulk_errors`)."""
+        absent (404) is fine; any other failed item raises (`raise_bulk_errors`)."""
         deferred = refresh is None and getattr(self._local, "deferred", None) is not None
         now = (not deferred) if refresh is None else refresh
         for start in range(0, len(ids), _BULK_BATCH):
@@ -407,68 +318,7 @@ class ElasticsearchTextIndex:
                 failures = [it[action] for it in result["items"]
                             if "error" in it.get(action, {}) and it[action].get("status") != 404]
                 if failures:
-                    _raise_bulk_errors({"items": [{"index": f} for f in failures]})
-
-    # ------------------------------------------------------------------ serving marks (publisher)
-
-    def _ensure_serving(self) -> None:
-        self._ensure()
-        if getattr(self, "_serving_ready", False):
-            return
-        with _transient():
-            self._es.indices.put_mapping(index=self._index, properties=SERVING_FIELD)
-        self._serving_ready = True
-
-    def set_serving(self, tenant_id: str, document_id: str, version: int, serving: bool) -> None:
-        """`set_serving_many` for one version."""
-        self.set_serving_many(tenant_id, [(document_id, version)], serving)
-
-    def set_serving_many(self, tenant_id: str, keys: Sequence[tuple[str, int]], serving: bool) -> None:
-        """Set `serving` on every chunk of these versions: one paged search for their ids (a
-        `terms` filter on `doc_version` under the tenant filter), bulk updates by id with
-        `refresh=true`; inside `batch`, no refresh per request and ONE when the block ends.
-        Idempotent. A later `write_version` of a version replaces its documents and drops the
-        mark, so the publisher re-marks after every load notice and the reconciler repairs it."""
-        mf.check_tenant(tenant_id)
-        if not keys:
-            return
-        self._ensure_serving()
-        wanted = sorted({_doc_version(d, v) for d, v in keys})
-        query = {"bool": {"filter": [{"term": {"tenant_id": tenant_id}}, {"terms": {"doc_version": wanted}}]}}
-        with _transient():
-            ids = [hit["_id"] for hit in self._scan(query, source=False)]
-            self._bulk_by_ids(ids, "update", {"serving": serving})
-
-    def _per_version(self, tenant_id: str) -> dict[tuple[str, int], tuple[int, int]]:
-        """(document, version) -> (documents, documents with serving=true), via a composite
-        aggregation (paged, so any number of versions)."""
-        self._ensure_serving()
-        out: dict[tuple[str, int], tuple[int, int]] = {}
-        after: dict[str, Any] | None = None
-        with _transient():
-            while True:
-                composite: dict[str, Any] = {"size": 1000, "sources": [
-                    {"d": {"terms": {"field": "document_id"}}}, {"v": {"terms": {"field": "version"}}}]}
-                if after:
-                    composite["after"] = after
-                res = self._es.search(
-                    index=self._index, size=0, query={"bool": {"filter": [{"term": {"tenant_id": tenant_id}}]}},
-                    aggs={"pv": {"composite": composite,
-                                 "aggs": {"on": {"filter": {"term": {"serving": True}}}}}},
-                )["aggregations"]["pv"]
-                for b in res["buckets"]:
-                    out[(b["key"]["d"], int(b["key"]["v"]))] = (b["doc_count"], b["on"]["doc_count"])
-                after = res.get("after_key")
-                if not res["buckets"] or after is None:
-                    return out
-
-    def held_versions(self, tenant_id: str) -> set[tuple[str, int]]:
-        mf.check_tenant(tenant_id)
-        return set(self._per_version(tenant_id))
-
-    def serving_drift(self, tenant_id: str, active: set[tuple[str, int]]) -> set[tuple[str, int]]:
-        mf.check_tenant(tenant_id)
-        return mf.serving_drift(self._per_version(tenant_id), active)
+                    raise_bulk_errors({"items": [{"index": f} for f in failures]})
 
     def delete_tenant(self, tenant_id: str) -> dict[str, int]:
         """Delete every document of the tenant from every manifold index (this one and any other
@@ -477,7 +327,7 @@ class ElasticsearchTextIndex:
         mf.check_tenant(tenant_id)
         query = {"bool": {"filter": [{"term": {"tenant_id": tenant_id}}]}}
         removed: dict[str, int] = {}
-        with _transient():
+        with transient():
             names = sorted(self._es.indices.get(index="manifold-*", expand_wildcards="open"))
             for name in names:
                 other = self if name == self._index else ElasticsearchTextIndex(self._es, index=name, alias=None)
@@ -490,27 +340,10 @@ class ElasticsearchTextIndex:
     def tenants(self) -> set[str]:
         """Every tenant with a document in the index (for the reconciler's sweep)."""
         self._ensure()
-        with _transient():
+        with transient():
             res = self._es.search(index=self._index, size=0,
                                   aggs={"t": {"terms": {"field": "tenant_id", "size": 10000}}})
         return {b["key"] for b in res["aggregations"]["t"]["buckets"]}
-
-
-@contextmanager
-def _transient() -> Iterator[None]:
-    try:
-        yield
-    except ApiError as exc:
-        if exc.meta.status in _RETRYABLE_STATUS:
-            raise Transient(f"elasticsearch answered {exc.meta.status}: {exc.message}") from exc
-        raise
-    except TransportError as exc:  # connection refused, timeouts, TLS: the server is unreachable
-        raise Transient(f"elasticsearch unreachable: {type(exc).__name__}: {exc}") from exc
-
-
-def _doc_version(document_id: str, version: int) -> str:
-    """The `doc_version` keyword: unambiguous, as the version (an integer) follows the last '@'."""
-    return f"{document_id}@{version}"
 
 
 def _chunk_manifest(count: int, pairs: list[tuple[str, str]]) -> StoreManifest:
@@ -519,25 +352,3 @@ def _chunk_manifest(count: int, pairs: list[tuple[str, str]]) -> StoreManifest:
     # documents read: a disagreement between them stays visible to the verifier.
     return built.model_copy(update={"counts": {"chunks": count}})
 
-
-def _item_error(chunk_id: str, answer: dict[str, Any]) -> Exception:
-    """One rejected bulk item as its document's outcome (never the whole batch's)."""
-    error = answer.get("error") or {}
-    if isinstance(error, dict):
-        reason = f"{error.get('type', 'error')}: {str(error.get('reason', ''))[:160]}"
-        cause = error.get("caused_by")
-        if isinstance(cause, dict):  # e.g. "immense term" under a parsing failure
-            reason += f"; caused by {cause.get('type', 'error')}: {str(cause.get('reason', ''))[:160]}"
-    else:
-        reason = str(error)[:320]
-    message = f"elasticsearch refused chunk {chunk_id} (status {answer.get('status')}): {reason}"
-    if answer.get("status") in _RETRYABLE_STATUS:
-        return Transient(message)
-    return BadInput(message)
-
-
-def _raise_bulk_errors(result: dict[str, Any]) -> None:
-    failures = [item["index"] for item in result["items"] if "error" in item.get("index", {})]
-    if any(f.get("status") in _RETRYABLE_STATUS for f in failures):
-        raise Transient(f"elasticsearch bulk: {len(failures)} items rejected, first: {failures[0].get('error')}")
-    raise RuntimeError(f"elasticsearch bulk: {len(failures)} items failed, first: {failures[0].get('error')}")

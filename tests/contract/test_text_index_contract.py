@@ -138,7 +138,8 @@ ANALYZER_SAMPLES = (
 
 @pytest.mark.parametrize("text", ANALYZER_SAMPLES)
 def test_postgres_analyzer_matches_elasticsearch(text: str, es_client) -> None:
-    from manifold.shared.stores.elasticsearch import ES_INDEX, ElasticsearchTextIndex
+    from manifold.shared.stores.elasticsearch import ElasticsearchTextIndex
+    from manifold.shared.stores.es_mapping import ES_INDEX
     from manifold.shared.stores.pg_text import analyze
 
     ElasticsearchTextIndex(es_client).ensure_index()

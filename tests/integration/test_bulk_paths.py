@@ -115,7 +115,7 @@ def test_a_neo4j_transaction_failing_halfway_commits_nothing_of_the_batch(ports,
 
 def test_a_batch_verifies_each_version_on_its_own_and_activates_only_those_that_match(ports, tenant,
                                                                                        es_client) -> None:
-    from manifold.shared.stores.elasticsearch import ES_INDEX
+    from manifold.shared.stores.es_mapping import ES_INDEX
 
     docs = [build_doc(tenant, d) for d in DOCS]
     notices = load.handle_batch(docs, ports.relational, ports.text, ports.graph)  # type: ignore[arg-type]

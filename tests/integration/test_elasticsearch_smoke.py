@@ -75,7 +75,7 @@ def test_stemmed_fields_match_inflections_and_identifiers_stay_exact(es_client, 
     `identifiers` field is never analysed."""
     from manifold.query.executors.bm25 import bm25_query
     from manifold.shared import analysis
-    from manifold.shared.stores.elasticsearch import ES_MAPPING, ES_SETTINGS
+    from manifold.shared.stores.es_mapping import ES_MAPPING, ES_SETTINGS
 
     index = unique("stem-es")
     es_client.indices.create(index=index, settings=ES_SETTINGS, mappings=ES_MAPPING)

@@ -19,7 +19,8 @@ from manifold.ingest.publisher import delete, publish
 from manifold.ingest.reconciler import ReconcilePorts, reconcile
 from manifold.shared.events import DocumentDeleted
 from manifold.shared.stores import pg_schema
-from manifold.shared.stores.elasticsearch import ES_INDEX, ElasticsearchTextIndex
+from manifold.shared.stores.elasticsearch import ElasticsearchTextIndex
+from manifold.shared.stores.es_mapping import ES_INDEX
 from manifold.shared.stores.manifest_pg import PostgresVersionManifest
 from manifold.shared.stores.neo4j import Neo4jGraphStore
 from manifold.shared.stores.pg_relational import PostgresRelationalStore

@@ -39,7 +39,8 @@ from manifold.shared.errors import BadInput, Transient
 from manifold.shared.ids import child_id, entity_id, version_scope
 from manifold.shared.ports import GraphStore, RelationalStore, StagedItemMissing, StagingStore, TextIndex
 from manifold.shared.stores import pg_schema
-from manifold.shared.stores.elasticsearch import ES_INDEX, ES_SCHEMA_VERSION, ElasticsearchTextIndex
+from manifold.shared.stores.elasticsearch import ElasticsearchTextIndex
+from manifold.shared.stores.es_mapping import ES_INDEX, ES_SCHEMA_VERSION
 from manifold.shared.stores.neo4j import Neo4jGraphStore
 from manifold.shared.stores.pg_relational import PostgresRelationalStore
 from manifold.shared.stores.pg_staging import PostgresStagingStore
