@@ -531,6 +531,9 @@ def summarise(items: list[dict[str, Any]], records: list[dict[str, Any]]) -> dic
 
 
 def main() -> None:
+    from manifold.shared import access
+
+    access.allow_tool_reads()  # executors are called directly, outside a query turn
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reuse", help="NORTHSTAR_TENANT,SOUTHWIND_TENANT that already hold the sample world")
     ap.add_argument("--golden", type=Path, default=GOLDEN)

@@ -594,6 +594,9 @@ def evaluate(settings: Any, tenant: str, queries: dict[str, str], qrels: dict[st
 
 
 def main() -> None:
+    from manifold.shared import access
+
+    access.allow_tool_reads()  # executors are called directly, outside a query turn
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("phase", choices=("ingest", "evaluate", "all"), nargs="?", default="all")
     ap.add_argument("--tenant", default=TENANT)

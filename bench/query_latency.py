@@ -570,6 +570,9 @@ def dataset_info(settings: Any, tenant: str) -> dict[str, Any]:
 
 
 def main() -> None:
+    from manifold.shared import access
+
+    access.allow_tool_reads()  # executors are called directly, outside a query turn
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tenant", default=None, help="default: bench-q50k (with --reuse)")
     ap.add_argument("--docs", type=int, default=25000, help="corpus size for the bulk loader")

@@ -159,6 +159,9 @@ def sentence_signal(data: Path, study: Study) -> tuple[np.ndarray, list[str]]:
 
 
 def main() -> None:
+    from manifold.shared import access
+
+    access.allow_tool_reads()  # executors are called directly, outside a query turn
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, default=E.DATA)
     ap.add_argument("--tenant", default=E.TENANT)

@@ -37,6 +37,9 @@ QUERIES = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "beir
 
 
 def main() -> None:
+    from manifold.shared import access
+
+    access.allow_tool_reads()  # executors are called directly, outside a query turn
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tenant", default="scifact")
     ap.add_argument("--queries", type=Path, default=QUERIES, help="JSON lines with a `text` field")

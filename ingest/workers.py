@@ -253,6 +253,10 @@ def stage_specs(ports: pipeline.Ports, settings: ManifoldSettings | None = None)
                                      lambda m: publisher.handle(m, lifecycle), _never_routed,
                                      none_means="done",
                                      step_batch=lambda ms: publisher.handle_batch(ms, lifecycle))
+        from manifold.ingest.acl_applier import access_specs
+        from manifold.shared.stores.acl_pg import PostgresAclStore
+
+        specs.update(access_specs(PostgresAclStore.from_settings(settings), ProducerRegistry.from_settings(settings)))
     return specs
 
 

@@ -15,7 +15,8 @@ Guarantees:
 - **Aliases.** A product's description (catalog item `attributes->>'description'`, or a record
   line's description) is added as an alias, so "differential pressure sensor" resolves to
   PRD-482.
-- **Cache.** Results are cached per tenant for `ttl_s` seconds (default 30, 0 disables) in
+- **Cache.** Results are cached per tenant AND reader scope (`shared/access.py`: a reader never
+  gets an entry read under another reader's ACL; at most 512 entries) for `ttl_s` seconds (default 30, 0 disables) in
   process memory; a newly activated or retired version may therefore take up to `ttl_s` to
   appear in or vanish from name resolution. Downstream steps still apply the active-version
   checks, so a stale cache entry can cause a resolution but never a stale citation.
@@ -37,11 +38,13 @@ import neo4j
 from neo4j import exceptions as neo4j_errors
 
 from manifold.query.types import CatalogEntry, EntityKind, Holdings
+from manifold.shared import access
+from manifold.shared.access import ReadScope
 from manifold.shared.config import ManifoldSettings
 from manifold.shared.errors import Transient
 from manifold.shared.stores.manifest import check_tenant
 from manifold.shared.stores.pg_connections import TenantConnections
-from manifold.shared.stores.serving import cypher_active
+from manifold.shared.stores.serving import cypher_serving, serving_params
 
 __all__ = ["CatalogReader", "NODE_TYPE_TO_KIND"]
 
@@ -59,7 +62,7 @@ NODE_TYPE_TO_KIND: dict[str, EntityKind] = {
 
 _ENTITIES_CYPHER = (
     "MATCH (e:Entity {tenant_id: $tenant})-[m:MENTIONED_IN]->(v:DocumentVersion {tenant_id: $tenant}) "
-    "WHERE " + cypher_active("m") + " AND e.type IN $types "
+    "WHERE " + cypher_serving("m") + " AND e.type IN $types "
     "RETURN DISTINCT e.entity_id AS entity_id, e.type AS type, e.canonical_key AS key, "
     "e.name AS name, coalesce(e.aliases, []) AS aliases"
 )
@@ -93,30 +96,34 @@ class CatalogReader:
         self._db = connections
         self._timeout_s = settings.query.statement_timeout_ms / 1000.0
         self._ttl_s = ttl_s
-        self._cache: dict[str, tuple[float, tuple[CatalogEntry, ...]]] = {}
-        self._holdings: dict[str, tuple[float, Holdings]] = {}
+        # keyed by (tenant, reader's scope): what one reader may see is never served to another
+        self._cache: dict[tuple[str, ReadScope], tuple[float, tuple[CatalogEntry, ...]]] = {}
+        self._holdings: dict[tuple[str, ReadScope], tuple[float, Holdings]] = {}
         self._lock = threading.Lock()
 
     def load(self, tenant_id: str) -> tuple[CatalogEntry, ...]:
         """The tenant's catalog (see the module docstring); cached for `ttl_s` seconds."""
         check_tenant(tenant_id)
+        key = (tenant_id, access.current(tenant_id))
         now = time.monotonic()
         with self._lock:
-            cached = self._cache.get(tenant_id)
+            cached = self._cache.get(key)
             if cached is not None and cached[0] > now:
                 return cached[1]
         entries = self._read(tenant_id)
         if self._ttl_s > 0:
             with self._lock:
-                self._cache[tenant_id] = (now + self._ttl_s, entries)
+                _evict_expired(self._cache, now)
+                self._cache[key] = (now + self._ttl_s, entries)
         return entries
 
     def holdings(self, tenant_id: str) -> Holdings:
         """The record types the tenant's active documents hold (see the module docstring)."""
         check_tenant(tenant_id)
+        key = (tenant_id, access.current(tenant_id))
         now = time.monotonic()
         with self._lock:
-            cached = self._holdings.get(tenant_id)
+            cached = self._holdings.get(key)
             if cached is not None and cached[0] > now:
                 return cached[1]
         with self._db.transaction(tenant_id, snapshot=True) as conn:
@@ -126,7 +133,8 @@ class CatalogReader:
                 _RECORD_TYPES_SQL, {"tenant": tenant_id})))
         if self._ttl_s > 0:
             with self._lock:
-                self._holdings[tenant_id] = (now + self._ttl_s, held)
+                _evict_expired(self._holdings, now)
+                self._holdings[key] = (now + self._ttl_s, held)
         return held
 
     def invalidate(self, tenant_id: str | None = None) -> None:
@@ -136,8 +144,9 @@ class CatalogReader:
                 self._cache.clear()
                 self._holdings.clear()
             else:
-                self._cache.pop(tenant_id, None)
-                self._holdings.pop(tenant_id, None)
+                for cache in (self._cache, self._holdings):
+                    for key in [k for k in cache if k[0] == tenant_id]:
+                        cache.pop(key, None)
 
     def _read(self, tenant_id: str) -> tuple[CatalogEntry, ...]:
         rows = self._graph_rows(tenant_id)
@@ -158,8 +167,10 @@ class CatalogReader:
         return tuple(entries)
 
     def _graph_rows(self, tenant_id: str) -> list[dict[str, Any]]:
+        params = serving_params(tenant_id)
+
         def work(tx: neo4j.ManagedTransaction) -> list[dict[str, Any]]:
-            result = tx.run(_ENTITIES_CYPHER, tenant=tenant_id, types=list(NODE_TYPE_TO_KIND))
+            result = tx.run(_ENTITIES_CYPHER, tenant=tenant_id, types=list(NODE_TYPE_TO_KIND), **params)
             return [record.data() for record in result]
 
         try:
@@ -177,6 +188,20 @@ class CatalogReader:
             for code, description in conn.execute(_PRODUCT_DESCRIPTIONS_SQL, {"tenant": tenant_id}):
                 found.setdefault(code, []).append(description.strip())
         return {code: _unique(sorted(d for d in descs if d)) for code, descs in found.items()}
+
+
+_CACHE_CAP = 512
+
+
+def _evict_expired(cache: dict[Any, tuple[float, Any]], now: float) -> None:
+    """Keep a cache of many readers bounded: past `_CACHE_CAP` entries, drop the expired ones,
+    then the oldest."""
+    if len(cache) < _CACHE_CAP:
+        return
+    for key in [k for k, (until, _) in cache.items() if until <= now]:
+        del cache[key]
+    while len(cache) >= _CACHE_CAP:
+        del cache[next(iter(cache))]
 
 
 def _unique(values: Iterable[str]) -> tuple[str, ...]:

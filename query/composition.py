@@ -58,6 +58,21 @@ class _ManifestActive:
             return active_versions(conn, tenant_id, list(document_ids))
 
 
+class _AclReaders:
+    """`service.Readers` over the ACL state in PostgreSQL, read through the query role."""
+
+    def __init__(self, connections: Any, settings: ManifoldSettings) -> None:
+        self._db = connections
+        self._default = settings.query.acl_default
+        self._per_tenant = dict(settings.query.acl_tenant_defaults)
+
+    def scope(self, principal: Principal) -> Any:
+        from manifold.shared.stores.acl_pg import resolve_scope
+
+        default = self._per_tenant.get(principal.tenant_id, self._default)
+        return resolve_scope(self._db, principal.tenant_id, principal.subject, default)
+
+
 class _SignedContinuations:
     """`service.Continuations` over `sessions.seal/open_` with the token key."""
 
@@ -150,7 +165,7 @@ def build_answerer(settings: ManifoldSettings) -> Any:
         "graph_expand": _Sourced(GraphExpandExecutor(driver, pg, settings), "neo4j"),
     }
     engine = Engine(executors, Breakers(failures=q.breaker_failures, reset_s=q.breaker_reset_s))
-    service = QueryService(engine=engine, catalog=catalog, active=_ManifestActive(pg),
+    service = QueryService(engine=engine, catalog=catalog, active=_ManifestActive(pg), readers=_AclReaders(pg, settings),
                            continuations=_SignedContinuations(continuation_secret(settings)),
                            screen=guard.screen, route=router.route, apply_choice=router.apply_choice,
                            classifier=classifier, closers=(es.close, driver.close), common_word=common_word)
@@ -208,7 +223,7 @@ def build_embedded_answerer(settings: ManifoldSettings) -> Any:
     engine = Engine(executors, Breakers(failures=q.breaker_failures, reset_s=q.breaker_reset_s))
     closers = [close for c in (catalog, exact, bm25, executors["graph_expand"]._executor)  # noqa: SLF001 - own wrapper
                if callable(close := getattr(c, "close", None))]
-    return QueryService(engine=engine, catalog=catalog, active=_ManifestActive(pg),
+    return QueryService(engine=engine, catalog=catalog, active=_ManifestActive(pg), readers=_AclReaders(pg, settings),
                         continuations=_SignedContinuations(continuation_secret(settings)),
                         screen=guard.screen, route=router.route, apply_choice=router.apply_choice,
                         classifier=classifier,

@@ -18,6 +18,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import contextvars
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -123,7 +124,8 @@ class Engine:
                     done.add(step.id)
                     continue
                 executor = self._executors[step.operator]
-                future = self._pool.submit(executor.run, params, tenant_id=tenant_id, timeout_s=timeout_s)
+                future = self._pool.submit(contextvars.copy_context().run, executor.run, params,  # the reader's scope
+                                           tenant_id=tenant_id, timeout_s=timeout_s)
                 running[future] = (step, started, started + timeout_s)
             if not running:
                 continue

@@ -9,8 +9,15 @@ Guarantees (DESIGN.md §3.5, §5; seed 002 "The turn pipeline"):
 - An ambiguous or unresolved anchor stops the turn with `clarify` and its candidates; the
   continuation is signed and bound to the tenant and session, so a follow-up resumes the same
   question with the chosen entity and cannot be replayed by another tenant.
+- Per-document access: before anything else reads a store, the reader's scope is resolved once
+  from PostgreSQL (`Readers.scope`: the token's subject, its groups from the membership state,
+  the tenant's ACLs) and entered for the whole turn (`shared.access.reading_as`); every store
+  read runs under it in the store's own filter or policy, and a failure to resolve it is an
+  `error` reply, never an unfiltered read.
 - Final check: every evidence item must belong to the principal's tenant and to a version that
-  is active in the manifest right now; anything else is dropped and the drop is in the trace.
+  is active in the manifest right now, read through the query role's ACL policies (so a document
+  revoked while Elasticsearch or Neo4j answered is dropped); the trace says how many were
+  dropped without saying why, so it never reveals a hidden document.
 - Fallback: when a structured step (metric, graph, lookup) found no data, or no structured plan
   could be made, the text routes for the same anchors run within the same deadline and the
   answer quotes a cited line that names an anchor, `partial`, with a gap saying the number was
@@ -64,7 +71,8 @@ from manifold.query.types import (
     QueryRequest,
     Trace,
 )
-from manifold.shared import tracing
+from manifold.shared import access, tracing
+from manifold.shared.access import ReadScope
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +88,11 @@ class ActiveVersions(Protocol):
         """document id -> active version, read from the manifest through the query role."""
 
 
+class Readers(Protocol):
+    def scope(self, principal: Principal) -> ReadScope:
+        """What `principal` may read now, from the ACL and membership state."""
+
+
 class Continuations(Protocol):
     def seal(self, state: dict[str, Any], *, tenant_id: str, session_id: str) -> str: ...
 
@@ -87,7 +100,7 @@ class Continuations(Protocol):
 
 
 class QueryService:
-    def __init__(self, *, engine: Engine, catalog: Catalog, active: ActiveVersions,
+    def __init__(self, *, engine: Engine, catalog: Catalog, active: ActiveVersions, readers: Readers,
                  continuations: Continuations, screen: Callable[[str], Any], route: Callable[..., Any],
                  apply_choice: Callable[[Any, str], Any], classifier: Any = None,
                  closers: Sequence[Callable[[], None]] = (),
@@ -96,6 +109,7 @@ class QueryService:
         self._engine = engine
         self._catalog = catalog
         self._active = active
+        self._readers = readers
         self._continuations = continuations
         self._screen = screen
         self._route = route
@@ -117,7 +131,10 @@ class QueryService:
         try:
             with tracing.span("query", attributes={"manifold.request_id": request.request_id,
                                                    "manifold.tenant_id": principal.tenant_id}):
-                return self._answer(request, principal, started, policy)
+                scope = self._readers.scope(principal)
+                policy.append(f"reader {principal.subject!r}: per-document ACLs, default {scope.default!r}")
+                with access.reading_as(scope):
+                    return self._answer(request, principal, started, policy)
         except Exception as exc:  # noqa: BLE001 - the contract is a reply, never a crash
             log.exception("query %s failed", request.request_id)
             return self._reply(request, started, policy, status="error", error=f"internal error: {type(exc).__name__}")
@@ -283,7 +300,7 @@ class QueryService:
                 dropped += 1
             else:
                 kept.append(ev)
-        policy.append(f"final check: {len(kept)} evidence kept, {dropped} dropped (tenant or inactive version)")
+        policy.append(f"final check: {len(kept)} evidence kept, {dropped} dropped (not readable now)")
         return kept
 
     def _clarify(self, request: QueryRequest, principal: Principal, started: float, policy: list[str],

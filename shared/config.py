@@ -238,6 +238,11 @@ class QuerySettings(_Section):
         description="how much a document's lead chunk draws on the document's best showing in the other "
                     "branch (0: chunk-level fusion; 1: documents ranked by both branches; query/fusion.py)",
     )
+    acl_default: Literal["tenant", "none"] = Field(
+        "tenant", description="who may read a document that has no ACL yet: `tenant` (everyone in the tenant, "
+                              "as before per-document ACLs) or `none` (nobody until its ACL arrives: fail closed)")
+    acl_tenant_defaults: dict[str, Literal["tenant", "none"]] = Field(
+        default_factory=dict, description="per-tenant override of `acl_default`")
     exact_search_below: int = Field(2000, ge=0, description="vector search is exact when the filtered set is smaller")
     breaker_failures: int = Field(3, ge=1, le=100, description="consecutive failures that open a source's breaker")
     breaker_reset_s: float = Field(15.0, gt=0)

@@ -70,14 +70,15 @@ def signing_payload(event: Event, producer: str) -> bytes:
     return json.dumps(body, separators=(",", ":"), ensure_ascii=True).encode()
 
 
-def _mac(key: str, payload: bytes) -> str:
+def mac(key: str, payload: bytes) -> str:
+    """`hmac-sha256:` + the hex HMAC-SHA256 of `payload` under `key`."""
     return SCHEME + hmac.new(key.encode(), payload, hashlib.sha256).hexdigest()
 
 
 def sign(event: E, producer: str, key: str) -> E:
     """`event` carrying `producer` and its signature under `key`."""
     unsigned = event.model_copy(update={"producer": producer, "signature": None})
-    return unsigned.model_copy(update={"signature": _mac(key, signing_payload(unsigned, producer))})
+    return unsigned.model_copy(update={"signature": mac(key, signing_payload(unsigned, producer))})
 
 
 @dataclass(frozen=True)
@@ -122,19 +123,25 @@ class ProducerRegistry:
 
     def verify(self, event: Event) -> Event:
         """`event` if it is signed by a known producer allowed its tenant; else `Unauthorized`."""
-        producer, signature = event.producer, event.signature
+        self.check(event.producer, event.signature, event.tenant_id,
+                   lambda producer: signing_payload(event, producer))
+        return event
+
+    def check(self, producer: str | None, signature: str | None, tenant_id: str,
+              payload: Callable[[str], bytes]) -> None:
+        """Raise `Unauthorized` unless `signature` is `producer`'s MAC of `payload(producer)` and
+        `producer` may publish for `tenant_id` (document and access events share this rule)."""
         if producer is None or signature is None:
-            raise Unauthorized(f"unsigned event for tenant {event.tenant_id!r}: upstream producers must sign "
+            raise Unauthorized(f"unsigned event for tenant {tenant_id!r}: upstream producers must sign "
                                "(README 'Producer keys')")
         grant = self.producers.get(producer)
         if grant is None:
             raise Unauthorized(f"unknown producer {producer!r}")
-        expected = _mac(grant.key, signing_payload(event, producer))
+        expected = mac(grant.key, payload(producer))
         if not hmac.compare_digest(expected.encode(), signature.encode()):
             raise Unauthorized(f"bad signature from producer {producer!r}")
-        if ANY_TENANT not in grant.tenants and event.tenant_id not in grant.tenants:
-            raise Unauthorized(f"producer {producer!r} may not publish for tenant {event.tenant_id!r}")
-        return event
+        if ANY_TENANT not in grant.tenants and tenant_id not in grant.tenants:
+            raise Unauthorized(f"producer {producer!r} may not publish for tenant {tenant_id!r}")
 
     def verifying(self, decode: Callable[[bytes], Event]) -> Callable[[bytes], Event]:
         """`decode` followed by `verify`: the first stage's decoder."""

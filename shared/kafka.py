@@ -81,7 +81,10 @@ def pipeline_topic_configs(kafka: Any) -> dict[str, dict[str, str]]:
                 "segment.ms": str(min(retention_ms, day))}
 
     content, notices = bounded(kafka.content_retention_ms), bounded(kafka.notice_retention_ms)
-    return {topics.DOCUMENTS: content, topics.DLQ: content,
+    # Access events (no content): compacted, so the latest ACL / membership per key is kept for
+    # good and a rebuilt applier can replay the whole state from the topic.
+    compacted = {"cleanup.policy": "compact"}
+    return {topics.DOCUMENTS: content, topics.DLQ: content, topics.ACL: compacted, topics.PRINCIPALS: compacted,
             **{t: notices for t in (topics.STAGE_PARSED, topics.STAGE_CHUNKED, topics.STAGE_EMBEDDED,
                                     topics.STAGE_EXTRACTED, topics.PUBLISH)}}
 

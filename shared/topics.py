@@ -42,13 +42,23 @@ TOPOLOGY: tuple[Stage, ...] = (
 """The stage topology, in pipeline order: the one place that says which role reads and writes
 which topic (workers, the embedded pipeline, the DLQ tools and the benchmarks read it here)."""
 
-STAGES: dict[str, Stage] = {s.role: s for s in TOPOLOGY}
+ACL = "manifold.acl"
+PRINCIPALS = "manifold.principals"
+ACCESS: tuple[Stage, ...] = (
+    Stage("acl", ACL, None),  # DocumentAclSet, keyed tenant/document (compacted)
+    Stage("groups", PRINCIPALS, None),  # GroupsSet, keyed tenant/user (compacted)
+)
+"""The ACL applier's two roles (ingest/acl_applier.py): access events are their own streams,
+beside the content pipeline, never part of a content version (issue 29)."""
+ACCESS_TOPICS = (ACL, PRINCIPALS)
 
-STAGE_SOURCES = {s.role: s.source for s in TOPOLOGY}
+STAGES: dict[str, Stage] = {s.role: s for s in TOPOLOGY + ACCESS}
+
+STAGE_SOURCES = {s.role: s.source for s in TOPOLOGY + ACCESS}
 """Each stage's source topic: the only topic a dead letter of that stage names, and so the only
 topic the `dlq` tools (and the embedded profile's redelivery) replay it to."""
 
-PIPELINE_TOPICS = (DOCUMENTS, STAGE_PARSED, STAGE_CHUNKED, STAGE_EMBEDDED, STAGE_EXTRACTED, PUBLISH, DLQ)
+PIPELINE_TOPICS = (DOCUMENTS, STAGE_PARSED, STAGE_CHUNKED, STAGE_EMBEDDED, STAGE_EXTRACTED, PUBLISH, DLQ, ACL, PRINCIPALS)
 DEFAULT_PARTITIONS = 6
 
 # Query request/reply (keyed by request id). Created by the query workers (and the client) with

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from manifold.deploy.local.service import port_open
+from manifold.shared import access
 from manifold.shared.config import ManifoldSettings
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
@@ -23,6 +24,11 @@ IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 # subprocesses it starts (they inherit this environment) can mint tokens and sign events. Tests
 # of the refusal build their settings with `allow_dev_key=False` explicitly.
 os.environ.setdefault("MANIFOLD_QUERY__ALLOW_DEV_KEY", "true")
+
+# Tests that call executors directly (no query turn, so no reader) read as the tool principal
+# (`shared.access.allow_tool_reads`); every turn through `QueryService` enters its own reader, and
+# tests/unit/test_access.py checks that a read without one is refused when this is off.
+access.allow_tool_reads()
 
 
 @pytest.fixture(scope="session")

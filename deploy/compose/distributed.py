@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from manifold.ingest.access_client import AccessClient
 from manifold.ingest.erasure import PurgePorts
 from manifold.ingest.upstream import UpstreamClient
 from manifold.shared.config import ManifoldSettings
@@ -36,6 +37,22 @@ def upstream_client(settings: ManifoldSettings, client_id: str = "manifold-inges
         max_document_bytes=settings.ingest.max_document_bytes,
         signer=signer,
     )
+
+
+def access_client(settings: ManifoldSettings, client_id: str = "manifold-acl-cli") -> AccessClient:
+    """The distributed profile's ACL / membership publisher: a Kafka producer signing as the
+    configured upstream producer. Creates the topics if missing (the access topics compacted)."""
+    from confluent_kafka import Producer
+
+    from manifold.shared import topics
+    from manifold.shared.envelope_auth import signer_from_settings
+    from manifold.shared.kafka import ensure_topics, pipeline_topic_configs, producer_config
+
+    signer = signer_from_settings(settings)
+    ensure_topics(settings.kafka.bootstrap_servers, topics.PIPELINE_TOPICS, topics.DEFAULT_PARTITIONS,
+                  pipeline_topic_configs(settings.kafka))
+    return AccessClient(Producer(producer_config(settings.kafka.bootstrap_servers, client_id)),  # type: ignore[arg-type]  # confluent_kafka's stubs, as upstream_client
+                        signer)
 
 
 def purge_ports(settings: ManifoldSettings, postgres: Callable[[str], Any]) -> PurgePorts:

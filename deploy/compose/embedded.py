@@ -188,6 +188,14 @@ def upstream_client(settings: ManifoldSettings, bus: Bus) -> Any:
                           signer=signer_from_settings(settings))
 
 
+def access_client(settings: ManifoldSettings, bus: Bus) -> Any:
+    """The same `AccessClient` as the distributed CLI, producing onto the embedded bus."""
+    from manifold.ingest.access_client import AccessClient
+    from manifold.shared.envelope_auth import signer_from_settings
+
+    return AccessClient(BusProducer(bus), signer_from_settings(settings))
+
+
 # -- the in-process pipeline -------------------------------------------------------------------
 @dataclass
 class DrainReport:

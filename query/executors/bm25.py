@@ -5,7 +5,7 @@ Guarantees of `BM25Executor.run(params, *, tenant_id, timeout_s)`:
   stop words, Snowball English stems), then one `multi_match` (best_fields, tie_breaker 0.3) over
   the pre-analysed `text_terms` and `title_terms` (the document title and section path of the
   chunk, boost `TITLE_BOOST`), inside a bool filter that always carries
-  `es_active_filter(tenant_id)` and, when given, a `terms` filter on `document_ids`. A query with
+  `es_serving_filter(tenant_id)` (active + the reader's ACL) and, when given, a `terms` filter on `document_ids`. A query with
   no terms left (only stop words or punctuation) matches nothing. `size = params.limit`; the
   search carries an ES `timeout` and a client request timeout from `timeout_s`. A partial
   (timed-out) answer is returned with a `timeout` gap.
@@ -37,7 +37,7 @@ from manifold.shared import analysis
 from manifold.shared.config import QuerySettings
 from manifold.shared.stores.es_mapping import ES_ALIAS
 from manifold.shared.stores.pg_connections import TenantConnections
-from manifold.shared.stores.serving import es_active_filter
+from manifold.shared.stores.serving import es_serving_filter
 
 TITLE_BOOST = 0.5
 """Weight of the title field (document title + section path) against the chunk text."""
@@ -46,7 +46,7 @@ TIE_BREAKER = 0.3
 
 def bm25_query(query: str, tenant_id: str, document_ids: Sequence[str] | None) -> dict[str, Any]:
     """The Elasticsearch query body (exposed for tests and the benchmark)."""
-    filters = es_active_filter(tenant_id)
+    filters = es_serving_filter(tenant_id)
     if document_ids is not None:
         filters = [*filters, {"terms": {"document_id": list(document_ids)}}]
     return {"bool": {

@@ -7,7 +7,7 @@ Guarantees of `ExactLookupExecutor.run(params, *, tenant_id, timeout_s)`:
 - Elasticsearch: a `terms` query on the keyword field `identifiers`, plus a phrase match on the
   section title that is then *verified* by extracting identifiers from the title (a chunk under
   the heading "Differential pressure sensor PRD-482" belongs to PRD-482 even when its body does
-  not repeat the code). Always inside `es_active_filter(tenant_id)`.
+  not repeat the code). Always inside `es_serving_filter(tenant_id)` (active + the reader's ACL).
 - PostgreSQL (query role, tenant set for the transaction, explicit `tenant_id = %s`):
   `chunks.identifiers && ids` (the query role sees active versions only, migration 5; plus a
   verified title match), and
@@ -49,7 +49,7 @@ from manifold.shared.errors import Transient
 from manifold.shared.identifiers import find_identifiers, normalize_identifier
 from manifold.shared.stores.es_mapping import ES_ALIAS
 from manifold.shared.stores.pg_connections import TenantConnections
-from manifold.shared.stores.serving import es_active_filter
+from manifold.shared.stores.serving import es_serving_filter
 
 _CHUNKS_BY_ID = (
     # Two selective branches (identifier overlap; identifier in the section heading), then the
@@ -141,7 +141,7 @@ class ExactLookupExecutor:
 
     def _search_es(self, ids: list[str], tenant_id: str, timeout_s: float, size: int,
                    docs: list[str] | None, clock: StoreClock) -> list[TextHit]:
-        filters = es_active_filter(tenant_id)
+        filters = es_serving_filter(tenant_id)
         if docs is not None:
             filters = [*filters, {"terms": {"document_id": docs}}]
         should: list[dict[str, Any]] = [{"terms": {"identifiers": ids}}]

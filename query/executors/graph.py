@@ -8,7 +8,8 @@ Guarantees:
   and the ingest vocabulary (`RELATIONS`); anything else raises `ValueError` before the
   database is touched (`MENTIONED_IN` and other non-vocabulary types can never be traversed).
 - **Tenant and active on every element.** Every node on the path has `tenant_id = $tenant`;
-  every relationship satisfies `tenant_id = $tenant AND active = true` (the `cypher_active`
+  every relationship satisfies `tenant_id = $tenant AND active = true` and its document is
+  readable by the request's reader (`cypher_serving`; the `cypher_active`
   predicate, applied through `all(r IN relationships(p) ...)`). The tenant is only the
   `tenant_id` keyword argument.
 - **Time validity.** With `valid_during = [start, end)`, an edge must overlap it. Stored
@@ -49,7 +50,7 @@ from manifold.shared.config import ManifoldSettings
 from manifold.shared.errors import Transient
 from manifold.shared.stores.manifest import check_tenant
 from manifold.shared.stores.pg_connections import TenantConnections
-from manifold.shared.stores.serving import active_versions, check_hits_active, cypher_active
+from manifold.shared.stores.serving import active_versions, check_hits_active, cypher_serving, serving_params
 from manifold.shared.vocabulary import RELATIONS
 
 __all__ = ["ALLOWED_RELATIONS", "PATHS_PER_TARGET", "TEMPLATES", "GraphExpandExecutor", "graph_result",
@@ -65,7 +66,7 @@ _EXPAND_TEMPLATE = (
     "MATCH p = __PATTERN__ "
     "WHERE a.entity_id IN $from_ids AND NOT b.entity_id IN $from_ids "
     "AND all(n IN nodes(p) WHERE n.tenant_id = $tenant) "
-    "AND all(r IN relationships(p) WHERE " + cypher_active("r") + " AND type(r) IN $types "
+    "AND all(r IN relationships(p) WHERE " + cypher_serving("r") + " AND type(r) IN $types "
     "AND ($start IS NULL OR ((r.valid_from IS NULL OR r.valid_from < $end) "
     "AND (r.valid_to IS NULL OR r.valid_to >= $start)))) "
     "WITH b, collect(p) AS ps ORDER BY b.name, b.entity_id LIMIT $limit "
@@ -121,7 +122,7 @@ class GraphExpandExecutor:
         hops, types = query_params["hops"], tuple(query_params["types"])
         timeout = max(0.001, min(self._timeout_ms / 1000.0, timeout_s))
         started = time.perf_counter()
-        rows = self._read(TEMPLATES[(params.direction, hops)], query_params, timeout)
+        rows = self._read(TEMPLATES[(params.direction, hops)], {**query_params, **serving_params(tenant_id)}, timeout)
         retrieved_at = datetime.now(timezone.utc)
         rows, gaps = cut_targets(rows, params.fanout_cap)
 

@@ -27,6 +27,7 @@ Guarantees of `HybridExecutor.run(params, *, tenant_id, timeout_s)`:
 
 from __future__ import annotations
 
+import contextvars
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -158,7 +159,8 @@ class HybridExecutor:
         results: dict[str, StepResult] = {}
         failed: dict[str, str] = {}
         deadline = time.monotonic() + timeout_s + _GRACE_S
-        futures = {name: self._threads().submit(call) for name, call in calls.items()}
+        futures = {name: self._threads().submit(contextvars.copy_context().run, call)  # the reader's scope
+                   for name, call in calls.items()}
         for name, future in futures.items():
             try:
                 results[name] = future.result(timeout=max(0.0, deadline - time.monotonic()))

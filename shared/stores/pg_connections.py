@@ -132,8 +132,8 @@ class TenantConnections:
             conn = self._tenant_connection(snapshot)
             with conn.transaction():
                 conn.execute("SELECT set_config('manifold.tenant_id', %s, true)", (tenant_id,))
-                scope = access.entered()
-                if scope is not None and scope.tenant_id == tenant_id:  # the reader of this request
+                scope = access.for_tenant(tenant_id)
+                if scope is not None:  # the reader of this request
                     conn.execute("SELECT set_config('manifold.principal', %(manifold.principal)s, true), "
                                  "set_config('manifold.acl_default', %(manifold.acl_default)s, true)",
                                  scope.pg_settings())

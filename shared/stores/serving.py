@@ -15,6 +15,12 @@ marked before activation, the old one unmarked after it), so for a moment both m
 `check_hits_active(hits, active)` with `active` read from the manifest (`active_versions`)
 closes that window: a hit survives only if its (document, version) is active right now. Query
 workers must run it on every fused result, so a reader never sees a mix of versions.
+
+Per-document access (issue 29): query executors use `es_serving_filter(tenant)` and
+`cypher_serving(var)` + `serving_params(tenant)`, which add the ACL of the reader entered for
+the request (`shared/access.py`) to the same filters; without a reader they raise (fail closed).
+In PostgreSQL the query role's RLS policies do the same from the transaction's principal, and
+`active_versions` (the final check) runs under them, so it drops a document revoked mid-request.
 """
 
 from __future__ import annotations
@@ -24,10 +30,12 @@ from typing import Any, TypeVar
 
 import psycopg
 
+from manifold.shared import access
 from manifold.shared.stores.manifest import check_tenant
 from manifold.shared.stores.pg_schema import SERVING_VIEWS
 
-__all__ = ["SERVING_VIEWS", "active_versions", "check_hits_active", "cypher_active", "es_active_filter"]
+__all__ = ["SERVING_VIEWS", "active_versions", "check_hits_active", "cypher_active", "cypher_serving",
+           "es_active_filter", "es_serving_filter", "serving_params"]
 
 H = TypeVar("H")
 
@@ -51,6 +59,25 @@ def es_active_filter(tenant_id: str) -> list[dict[str, Any]]:
     """The filter clauses every Elasticsearch query must carry: its tenant and serving=true."""
     check_tenant(tenant_id)
     return [{"term": {"tenant_id": tenant_id}}, {"term": {"serving": True}}]
+
+
+def es_serving_filter(tenant_id: str) -> list[dict[str, Any]]:
+    """`es_active_filter` plus the ACL clause of the reader entered for `tenant_id`
+    (`access.current`: raises `AccessUnresolved` when there is none). What query executors use."""
+    clauses = es_active_filter(tenant_id)
+    acl = access.current(tenant_id).es_clause()
+    return clauses + ([acl] if acl is not None else [])
+
+
+def cypher_serving(var: str = "r", tenant_param: str = "tenant") -> str:
+    """`cypher_active` AND the relationship's document is readable (`access.cypher_readable`);
+    bind `serving_params(tenant_id)` with it."""
+    return f"({cypher_active(var, tenant_param)} AND {access.cypher_readable(var)})"
+
+
+def serving_params(tenant_id: str) -> dict[str, Any]:
+    """The parameters `cypher_serving` needs, from the reader entered for `tenant_id`."""
+    return access.current(tenant_id).cypher_params()
 
 
 def cypher_active(var: str = "r", tenant_param: str = "tenant") -> str:

@@ -13,7 +13,9 @@ def test_the_topology_is_a_chain_over_the_pipeline_topics() -> None:
     assert [s.source for s in stages[1:]] == [s.sink for s in stages[:-1]]
     assert stages[0].source == topics.DOCUMENTS and stages[-1].sink is None
     assert {s.source for s in stages} <= set(topics.PIPELINE_TOPICS)
-    assert ROLES == tuple(s.role for s in stages)
+    assert ROLES == tuple(s.role for s in stages + topics.ACCESS)
+    assert all(s.sink is None and s.source in topics.ACCESS_TOPICS for s in topics.ACCESS)
+    assert set(topics.ACCESS_TOPICS) <= set(topics.PIPELINE_TOPICS)
     assert {r: s.group for r, s in topics.STAGES.items()} == {r: f"manifold.{r}" for r in ROLES}
 
 
