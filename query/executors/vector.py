@@ -12,7 +12,10 @@ Guarantees of `VectorExecutor.run(params, *, tenant_id, timeout_s)`:
   EXACT (distances computed for every candidate in a materialised CTE, then sorted: no index can
   be used); otherwise it is approximate: `ORDER BY embedding <=> q LIMIT k` with local
   `hnsw.ef_search = params.ef_search` and `hnsw.iterative_scan = relaxed_order` (pgvector 0.8),
-  re-sorted by distance. `result["vector_mode"]` says which ("exact" / "hnsw").
+  re-sorted by distance. `result["vector_mode"]` says which ("exact" / "hnsw"). The count runs
+  under the reader's ACL policies, so a reader who may read few chunks gets an exact search over
+  them; an approximate search that returns fewer than `limit` neighbours while more exist (a
+  selective filter the iterative scan could not satisfy) is redone exactly.
 - Hits are ranked 1..n by distance (ties by chunk id); `score = 1 - cosine distance`.
 - `exact_neighbours(...)` and `search_vector(..., mode=...)` let a benchmark compare HNSW with
   exact search under the same tenant filter; `recall_at_k` is the pure comparison.
@@ -98,6 +101,7 @@ _SQL = {True: (_COUNT, _EXACT, _HNSW), False: (_COUNT_P, _EXACT_P, _HNSW_P)}
 """is primary -> (count, exact, hnsw)."""
 
 _CONFIG_RETRIES = 3
+
 
 
 class EmbeddingConfigChanged(RuntimeError):
@@ -213,6 +217,12 @@ class VectorExecutor:
                 conn.execute("SELECT set_config('hnsw.ef_search', %s, true), "
                              "set_config('hnsw.iterative_scan', 'relaxed_order', true)", (str(ef_search),))
                 rows = conn.execute(hnsw_sql, args).fetchall()
+                if len(rows) < limit and (count is None or count > len(rows)):
+                    # a filter (ACL, documents) the iterative scan could not satisfy within its
+                    # budget: never return fewer neighbours than exist, search exactly instead
+                    conn.execute("SELECT set_config('enable_indexscan', 'off', true)")
+                    rows = conn.execute(exact_sql, args).fetchall()
+                    mode = "exact"
             hits = [hit_from_row(row, source_kind="vector", rank=1, score=1.0 - float(row[9]))
                     for row in sorted(rows, key=lambda r: (float(r[9]), r[0]))]
             kept, dropped = final_check(conn, tenant_id, hits)
