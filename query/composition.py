@@ -165,7 +165,8 @@ def build_answerer(settings: ManifoldSettings) -> Any:
         "graph_expand": _Sourced(GraphExpandExecutor(driver, pg, settings), "neo4j"),
     }
     engine = Engine(executors, Breakers(failures=q.breaker_failures, reset_s=q.breaker_reset_s))
-    service = QueryService(engine=engine, catalog=catalog, active=_ManifestActive(pg), readers=_AclReaders(pg, settings),
+    service = QueryService(engine=engine, catalog=catalog, active=_ManifestActive(pg),
+                           readers=_AclReaders(pg, settings),
                            continuations=_SignedContinuations(continuation_secret(settings)),
                            screen=guard.screen, route=router.route, apply_choice=router.apply_choice,
                            classifier=classifier, closers=(es.close, driver.close), common_word=common_word)

@@ -58,7 +58,8 @@ STAGE_SOURCES = {s.role: s.source for s in TOPOLOGY + ACCESS}
 """Each stage's source topic: the only topic a dead letter of that stage names, and so the only
 topic the `dlq` tools (and the embedded profile's redelivery) replay it to."""
 
-PIPELINE_TOPICS = (DOCUMENTS, STAGE_PARSED, STAGE_CHUNKED, STAGE_EMBEDDED, STAGE_EXTRACTED, PUBLISH, DLQ, ACL, PRINCIPALS)
+PIPELINE_TOPICS = (DOCUMENTS, STAGE_PARSED, STAGE_CHUNKED, STAGE_EMBEDDED, STAGE_EXTRACTED, PUBLISH, DLQ,
+                   ACL, PRINCIPALS)
 DEFAULT_PARTITIONS = 6
 
 # Query request/reply (keyed by request id). Created by the query workers (and the client) with

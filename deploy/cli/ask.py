@@ -106,7 +106,7 @@ def _ask(args: argparse.Namespace) -> int:
             from manifold.query.request_client import QueryClient, QueryTimeout, mint_dev_token
 
             try:
-                with QueryClient(settings, token=mint_dev_token(settings, args.tenant)) as client:
+                with QueryClient(settings, token=mint_dev_token(settings, args.tenant, args.subject)) as client:
                     reply = client.ask(args.question or None, plan, deadline_ms=args.deadline_ms,
                                        session_id=args.session, continuation=continuation, choice=args.choice,
                                        as_of=as_of)
@@ -139,14 +139,15 @@ def _ask_embedded(settings: Any, args: argparse.Namespace, plan: dict[str, Any] 
         from manifold.deploy.compose import ask_server
 
         try:
-            return ask_server.ask(settings, args.tenant, question, plan, deadline_ms=args.deadline_ms,
+            return ask_server.ask(settings, args.tenant, question, plan, subject=args.subject,
+                                  deadline_ms=args.deadline_ms,
                                   session_id=args.session, continuation=continuation, choice=args.choice,
                                   as_of=as_of, say=lambda m: print(f"manifold ask: {m}", file=sys.stderr))
         except ask_server.ServerUnavailable as err:
             print(f"manifold ask: {err}; answering in this process", file=sys.stderr)
     from manifold.deploy.compose import embedded
 
-    return embedded.answer(settings, args.tenant, question, plan, deadline_ms=args.deadline_ms,
+    return embedded.answer(settings, args.tenant, question, plan, subject=args.subject, deadline_ms=args.deadline_ms,
                            session_id=args.session, continuation=continuation, choice=args.choice, as_of=as_of)
 
 
@@ -215,6 +216,9 @@ def register(sub: Any) -> None:
     )
     ask.add_argument("question", nargs="?", metavar="QUESTION")
     ask.add_argument("--tenant", required=True, help=TENANT_HELP)
+    ask.add_argument("--as", dest="subject", default="manifold-cli", metavar="USER",
+                     help="ask as this user: the token's subject, whose per-document ACLs and groups apply "
+                          "(default manifold-cli)")
     ask.add_argument("--json", action="store_true", help="print the full reply envelope")
     ask.add_argument("--deadline-ms", type=int, metavar="N", help="default MANIFOLD_QUERY__DEFAULT_DEADLINE_MS")
     ask.add_argument("--session", metavar="S", help="session name for clarify turns")

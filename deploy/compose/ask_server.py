@@ -309,7 +309,8 @@ def ensure_running(settings: ManifoldSettings, *, idle_s: float = DEFAULT_IDLE_S
 
 
 def ask(settings: ManifoldSettings, tenant: str, question: str | None, plan: dict[str, Any] | None, *,
-        deadline_ms: int | None = None, session_id: str | None = None, continuation: str | None = None,
+        subject: str = "manifold-cli", deadline_ms: int | None = None, session_id: str | None = None,
+        continuation: str | None = None,
         choice: str | None = None, as_of: Any = None, idle_s: float = DEFAULT_IDLE_S,
         say: Callable[[str], None] = lambda _: None) -> QueryReply:
     """The reply of `embedded.answer` for the same arguments, from the directory's server (started
@@ -318,7 +319,8 @@ def ask(settings: ManifoldSettings, tenant: str, question: str | None, plan: dic
 
     fp = fingerprint(settings)
     pid = ensure_running(settings, idle_s=idle_s, say=say, fp=fp)
-    request = {"op": "ask", "fingerprint": fp, "tenant": tenant, "question": question, "plan": plan,
+    request = {"op": "ask", "fingerprint": fp, "tenant": tenant, "subject": subject, "question": question,
+               "plan": plan,
                "deadline_ms": deadline_ms, "session_id": session_id, "continuation": continuation,
                "choice": choice, "as_of": as_of.isoformat() if as_of is not None else None}
     q = settings.query
@@ -485,6 +487,9 @@ class Server:
         tenant = request.get("tenant")
         if not isinstance(tenant, str) or not is_tenant(tenant):
             return {"error": "value", "message": f"tenant {tenant!r} is not a tenant slug"}
+        subject = request.get("subject", "manifold-cli")
+        if not isinstance(subject, str) or not 1 <= len(subject) <= 256 or not subject.isprintable():
+            return {"error": "value", "message": "the user to ask as must be 1-256 printable characters"}
         why = self.unfit()
         if why is not None:  # the client answers in-process; the next ask starts a fresh server
             self.say(f"{why}: exiting")
@@ -493,7 +498,8 @@ class Server:
         try:
             as_of = request.get("as_of")
             reply = self.answer(self.settings, tenant, request.get("question"), request.get("plan"),
-                                deadline_ms=request.get("deadline_ms"), session_id=request.get("session_id"),
+                                subject=subject, deadline_ms=request.get("deadline_ms"),
+                                session_id=request.get("session_id"),
                                 continuation=request.get("continuation"), choice=request.get("choice"),
                                 as_of=datetime.fromisoformat(as_of) if as_of else None)
         except ValueError as err:

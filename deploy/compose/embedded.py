@@ -410,9 +410,11 @@ def local_continuation_key(settings: ManifoldSettings) -> ManifoldSettings:
 
 
 def answer(settings: ManifoldSettings, tenant: str, question: str | None, plan: dict[str, Any] | None, *,
-           deadline_ms: int | None = None, session_id: str | None = None, continuation: str | None = None,
+           subject: str = "manifold-cli", deadline_ms: int | None = None, session_id: str | None = None,
+           continuation: str | None = None,
            choice: str | None = None, as_of: Any = None, answerer: Any = None) -> Any:
-    """Answer one question in-process as `tenant` (the CLI's caller is the principal)."""
+    """Answer one question in-process as `subject` of `tenant` (the CLI's caller vouches for both:
+    the same trust as minting a token with the local key); `subject`'s ACLs and groups apply."""
     import uuid
     from datetime import UTC, datetime, timedelta
 
@@ -431,7 +433,7 @@ def answer(settings: ManifoldSettings, tenant: str, question: str | None, plan: 
                            deadline=datetime.now(UTC) + timedelta(milliseconds=ms), question=question, plan=plan,
                            session_id=session_id, continuation=continuation, choice=choice, as_of=as_of)
     try:
-        return answerer.answer(request, Principal(tenant_id=tenant, subject="manifold-cli"))
+        return answerer.answer(request, Principal(tenant_id=tenant, subject=subject))
     finally:
         if own:
             answerer.close()

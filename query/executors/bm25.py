@@ -5,7 +5,8 @@ Guarantees of `BM25Executor.run(params, *, tenant_id, timeout_s)`:
   stop words, Snowball English stems), then one `multi_match` (best_fields, tie_breaker 0.3) over
   the pre-analysed `text_terms` and `title_terms` (the document title and section path of the
   chunk, boost `TITLE_BOOST`), inside a bool filter that always carries
-  `es_serving_filter(tenant_id)` (active + the reader's ACL) and, when given, a `terms` filter on `document_ids`. A query with
+  `es_serving_filter(tenant_id)` (active + the reader's ACL) and, when given, a `terms` filter
+  on `document_ids`. A query with
   no terms left (only stop words or punctuation) matches nothing. `size = params.limit`; the
   search carries an ES `timeout` and a client request timeout from `timeout_s`. A partial
   (timed-out) answer is returned with a `timeout` gap.

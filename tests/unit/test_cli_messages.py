@@ -50,7 +50,7 @@ def test_ask_without_a_query_worker_says_so_and_how_to_start_one(
 
     monkeypatch.setenv("MANIFOLD_PROFILE", "distributed")
     monkeypatch.setattr(query_client, "QueryClient", _SilentQueryClient)
-    monkeypatch.setattr(query_client, "mint_dev_token", lambda settings, tenant: "token")
+    monkeypatch.setattr(query_client, "mint_dev_token", lambda settings, tenant, subject="cli": "token")
     assert main(["ask", "--tenant", "acme", "Find invoice INV-1"]) == 1
     err = capsys.readouterr().err
     assert "no query worker answered within 31.5 s (request q-0123)" in err
