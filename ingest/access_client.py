@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from manifold.shared import topics
-from manifold.shared.acl_events import AccessEvent, DocumentAclSet, GroupsSet, sign_access
+from manifold.shared.acl_events import AccessEvent, DocumentAclSet, GroupsSet, first_error, sign_access
 from manifold.shared.envelope_auth import Signer
 from manifold.shared.messaging import Producer, send_and_wait
 
@@ -51,7 +51,7 @@ class AccessClient:
             event = DocumentAclSet(tenant_id=tenant_id, document_id=document_id, users=list(users),
                                    groups=list(groups), public=public, seq=seq or next_seq())
         except ValidationError as err:
-            raise ValueError(_first_error(err)) from None
+            raise ValueError(first_error(err)) from None
         return self._send(topics.ACL, event)  # type: ignore[return-value]  # the same event, signed
 
     def set_groups(self, tenant_id: str, user_id: str, groups: Sequence[str], *,
@@ -60,11 +60,5 @@ class AccessClient:
         try:
             event = GroupsSet(tenant_id=tenant_id, user_id=user_id, groups=list(groups), seq=seq or next_seq())
         except ValidationError as err:
-            raise ValueError(_first_error(err)) from None
+            raise ValueError(first_error(err)) from None
         return self._send(topics.PRINCIPALS, event)  # type: ignore[return-value]  # the same event, signed
-
-
-def _first_error(err: ValidationError) -> str:
-    first = err.errors()[0] if err.errors() else {}
-    where = ".".join(str(p) for p in first.get("loc", ())) or "event"
-    return f"{where}: {first.get('msg', 'invalid')}"

@@ -111,13 +111,20 @@ def signing_payload(event: AccessEvent, producer: str) -> bytes:
     return json.dumps(body, separators=(",", ":"), ensure_ascii=True).encode()
 
 
+def first_error(err: ValidationError) -> str:
+    """`field: message` of the first validation error (what a user is told)."""
+    errors = err.errors()
+    if not errors:
+        return "event: invalid"
+    where = ".".join(str(p) for p in errors[0]["loc"]) or "event"
+    return f"{where}: {errors[0]['msg']}"
+
+
 def _decode(raw: bytes, model: type[DocumentAclSet] | type[GroupsSet]) -> AccessEvent:
     try:
         return model.model_validate_json(raw)
     except ValidationError as err:
-        first = err.errors()[0] if err.errors() else {}
-        where = ".".join(str(p) for p in first.get("loc", ())) or "event"
-        raise BadInput(f"not a valid {model.__name__} event: {where}: {first.get('msg', 'invalid')}") from None
+        raise BadInput(f"not a valid {model.__name__} event: {first_error(err)}") from None
     except ValueError:
         raise BadInput(f"not a valid {model.__name__} event (not JSON)") from None
 
