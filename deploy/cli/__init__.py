@@ -1,7 +1,8 @@
 """The `manifold` command: a thin translator from the command line to the package's functions.
 
 One module per command group, each with `register(sub)` (its sub-parsers) and its handlers:
-`stack` (stack, migrate), `documents` (ingest, delete, sync), `workers`, `ask`, `ops` (status,
+`stack` (stack, migrate), `documents` (ingest, delete, sync), `access` (acl, groups: per-document
+ACLs and group memberships), `workers`, `ask`, `ops` (status,
 trace, reconcile, gc, purge-tenant), `embeddings`, `serve` (serve, mcp, token), `quickstart`,
 `embedded` (the embedded profile's query server and PostgreSQL: start, status, stop) and
 `evaluate` (eval). Handlers import what they need when they run, so `manifold --help` stays fast
@@ -16,6 +17,7 @@ import sys
 from collections.abc import Sequence
 
 from manifold.deploy.cli import (
+    access,
     ask,
     documents,
     embedded,
@@ -28,7 +30,7 @@ from manifold.deploy.cli import (
     workers,
 )
 
-GROUPS = (stack, documents, workers, ask, ops, embeddings, serve, quickstart, embedded, evaluate)
+GROUPS = (stack, documents, access, workers, ask, ops, embeddings, serve, quickstart, embedded, evaluate)
 """In the order `manifold --help` lists their commands."""
 
 

@@ -1,5 +1,10 @@
 """Operating the stores: `manifold status` (with `--review`: why items went to review), `trace`,
-`reconcile`, `switch-index`, `gc` and `purge-tenant`."""
+`reconcile`, `switch-index`, `gc` and `purge-tenant`.
+
+`status` also shows each document's access state (issue 29), read from the ACL applier's state in
+PostgreSQL: the applied ACL (readers counted, its seq) or the tenant default that applies. When
+that state cannot be read, the rest of the status is still printed and one line on stderr says so.
+"""
 
 from __future__ import annotations
 
@@ -55,9 +60,11 @@ def _status(args: argparse.Namespace) -> int:
     from manifold.ingest import lifecycle
     from manifold.shared.config import ManifoldSettings
 
-    ports = profiles.lifecycle_ports(ManifoldSettings())
+    settings = ManifoldSettings()
+    ports = profiles.lifecycle_ports(settings)
     review = bool(args.review)
     result = lifecycle.status(ports, _lifecycle_tenants(ports, args.tenant), review=review)
+    _add_access(result, settings)
     if args.json:
         print(json.dumps(result, indent=2, default=str))
         return 0
@@ -65,14 +72,58 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_access(result: dict[str, Any], settings: Any) -> None:
+    """Each document gets `acl`: {"state": "set", seq, public, users, groups, applied_at} or
+    {"state": "default", "default": "tenant"|"none"}. Unreadable state: no `acl`, one line on stderr."""
+    from manifold.deploy.cli.access import acl_json, acl_store, tenant_default
+    from manifold.shared.errors import Transient
+
+    by_tenant: dict[str, list[dict[str, Any]]] = {}
+    for d in result["documents"]:
+        by_tenant.setdefault(d["tenant_id"], []).append(d)
+    if not by_tenant:
+        return
+    try:
+        store = acl_store(settings)
+        rows = {t: store.acls(t, [d["document_id"] for d in docs]) for t, docs in by_tenant.items()}
+    except Transient as err:
+        print(" ".join(f"manifold status: the ACL state was not read: {err}".split()), file=sys.stderr)
+        return
+    for tenant, docs in by_tenant.items():
+        default = tenant_default(settings, tenant)
+        for d in docs:
+            row = rows[tenant].get(d["document_id"])
+            d["acl"] = {"state": "set", **acl_json(row)} if row is not None else {"state": "default",
+                                                                                  "default": default}
+
+
+def acl_text(acl: dict[str, Any]) -> str:
+    """`tenant default (none)` or `users 2, groups 1, public; seq 17`."""
+    if acl["state"] != "set":
+        return f"tenant default ({acl['default']})"
+    parts = [f"users {len(acl['users'])}"] if acl["users"] else []
+    parts += [f"groups {len(acl['groups'])}"] if acl["groups"] else []
+    parts += ["public"] if acl["public"] else []
+    return f"{', '.join(parts) or 'nobody'}; seq {acl['seq']}"
+
+
 def print_status(result: dict[str, Any], *, review: bool = False, out: Callable[[str], None] = print) -> None:
-    """The `status` table; with `review`, then per document with review items, each item's kind
-    and reason and its payload's most useful fields, one line each (`lifecycle.review_summary`)."""
+    """The `status` table; then each document's access state (when it was read); with `review`,
+    then per document with review items, each item's kind and reason and its payload's most
+    useful fields, one line each (`lifecycle.review_summary`)."""
     out(f"{'tenant':<20}{'document':<40}{'active':>7}  {'state':<9}{'pg':>6}{'es':>6}{'neo4j':>7}{'review':>8}")
     for d in result["documents"]:
         c = d["counts"]
         out(f"{d['tenant_id']:<20}{d['document_id'][:39]:<40}{d['active_version'] or '-'!s:>7}  {d['state']:<9}"
             f"{c['postgres']:>6}{c['elasticsearch']:>6}{c['neo4j']:>7}{d.get('review_items', 0):>8}")
+    with_acl = [d for d in result["documents"] if "acl" in d]
+    if with_acl:
+        out("")
+        out(f"access: {sum(d['acl']['state'] == 'set' for d in with_acl)} of {len(with_acl)} document(s) "
+            "have an ACL")
+        out(f"{'tenant':<20}{'document':<40}acl")
+        for d in with_acl:
+            out(f"{d['tenant_id']:<20}{d['document_id'][:39]:<40}{acl_text(d['acl'])}")
     if review:
         _print_review(result["documents"], out)
     _print_in_flight(result.get("in_flight", []), out)

@@ -87,14 +87,19 @@ def register(sub: Any) -> None:
     token = sub.add_parser(
         "token",
         help="mint a principal token from MANIFOLD_QUERY__TOKEN_KEY (for curl, the client, MCP configs)",
-        description="Prints a signed token for --tenant. Refused when the key is the development key and "
-        "MANIFOLD_QUERY__ALLOW_DEV_KEY is false, or shorter than 32 bytes.",
+        description="Prints a signed token for --tenant and --subject. The subject is the reader: every "
+        "question asked with the token is answered from the documents whose ACL lets that user (or one "
+        "of its groups, from `manifold groups set`, never from the token) read them. Refused when the key "
+        "is the development key and MANIFOLD_QUERY__ALLOW_DEV_KEY is false, or shorter than 32 bytes.",
     )
     token.add_argument("--tenant", required=True, help=TENANT_HELP)
     token.add_argument("--ttl", default="1h", help="lifetime: 900, 15m, 1h, 1d (default 1h)")
-    token.add_argument("--subject", default="manifold-token", help="who the token speaks for (default manifold-token)")
+    token.add_argument("--subject", default="manifold-token",
+                       help="the user the token speaks for: the reader whose per-document ACLs and groups "
+                       "apply (default manifold-token)")
     token.add_argument("--scope", default="query:read documents:write",
-                       help="space-separated scopes (default 'query:read documents:write')")
+                       help="space-separated scopes (default 'query:read documents:write'; add 'acl:write acl:read' "
+                       "for the HTTP ACL and group routes)")
     token.set_defaults(run=_token)
     for command in (serve, mcp):
         add_profile(command)

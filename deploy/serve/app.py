@@ -6,7 +6,12 @@ Guarantees:
   by `query.auth.TokenVerifier` (the same signed principal as the Kafka protocol); a missing,
   expired or forged token is a 401 problem. The tenant is the token's and nothing else: a body
   or a query string that names a tenant is a 400 problem. Asking needs scope `query:read`,
-  publishing and deleting `documents:write` (403 otherwise).
+  publishing and deleting `documents:write`, publishing a document's ACL or a user's groups
+  `acl:write`, reading them `acl:read` (403 otherwise).
+- Per-document access (issue 29): `PUT /v1/documents/{id}/acl` and `PUT /v1/principals/{user}/groups`
+  publish signed full-replacement events (202: published; the applier applies them, a lower or
+  equal `seq` than the applied one is ignored); the `GET`s read the applied state from
+  PostgreSQL, or say that none is applied and which tenant default holds.
 - Limits: bodies over `server.max_request_bytes` (uploads: `ingest.max_document_bytes` + 1 MiB)
   get 413 before they are read; each principal gets `server.rate_per_minute` requests per
   minute with bursts of `server.rate_burst` (429 + Retry-After). CORS headers only for
@@ -47,10 +52,16 @@ from manifold.deploy.serve.mcp_tools import build_mcp, http_principal
 from manifold.deploy.serve.models import (
     FORBIDDEN_KEYS,
     TENANT_IN_BODY,
+    AclBody,
+    AclPublished,
+    AclState,
     AskBody,
     DocumentJSON,
     DocumentList,
     DocumentStatus,
+    GroupsBody,
+    GroupsPublished,
+    GroupsState,
     PlanBody,
     Published,
     Readiness,
@@ -64,6 +75,8 @@ from manifold.shared.errors import Transient
 
 READ_SCOPE = "query:read"
 WRITE_SCOPE = "documents:write"
+ACL_WRITE_SCOPE = "acl:write"
+ACL_READ_SCOPE = "acl:read"
 UPLOAD_SLACK = 1024 * 1024
 
 HTTP_REQUESTS = Counter("manifold_http_requests_total", "HTTP requests by route, method and status class",
@@ -183,6 +196,8 @@ def create_app(settings: ManifoldSettings, backend: Backend, verifier: TokenVeri
 
     reader = Depends(authenticated(READ_SCOPE))
     writer = Depends(authenticated(WRITE_SCOPE))
+    acl_writer = Depends(authenticated(ACL_WRITE_SCOPE))
+    acl_reader = Depends(authenticated(ACL_READ_SCOPE))
 
     def _request(deadline_ms: int | None, **fields: Any) -> QueryRequest:
         ms = min(deadline_ms or q.default_deadline_ms, q.max_deadline_ms)
@@ -229,6 +244,75 @@ def create_app(settings: ManifoldSettings, backend: Backend, verifier: TokenVeri
             return backend.documents(tenant_id)
         except Transient as err:
             raise ApiProblem(503, "unavailable", f"the manifest cannot be read: {err}", retry_after(2)) from None
+
+    # -- per-document access (registered before GET /v1/documents/{id}, whose path would match) ----
+    def _publish_access(send: Callable[[], Any]) -> Any:
+        from manifold.shared.envelope_auth import NoProducerKey
+
+        try:
+            return send()
+        except NoProducerKey as err:
+            raise ApiProblem(503, "no-producer-key", f"this server cannot sign access events: {err}") from None
+        except ValueError as err:
+            raise ApiProblem(422, "invalid-request", str(err)) from None
+        except Transient as err:
+            raise ApiProblem(503, "unavailable", f"cannot publish now: {err}", retry_after(2)) from None
+
+    def _read_access(read: Callable[[], Any]) -> Any:
+        try:
+            return read()
+        except Transient as err:
+            raise ApiProblem(503, "unavailable", f"the access state cannot be read: {err}", retry_after(2)) from None
+
+    def _check_id(document_id: str) -> None:
+        from manifold.shared.events import _check_document_id
+
+        try:
+            _check_document_id(document_id)
+        except ValueError as err:
+            raise ApiProblem(422, "invalid-request", str(err)) from None
+
+    @app.put("/v1/documents/{document_id:path}/acl", response_model=AclPublished, status_code=202,
+             tags=["access"], responses=problems)
+    def put_acl(document_id: str, body: AclBody, auth: tuple[Principal, str] = acl_writer) -> AclPublished:
+        """Replace who may read a document of the caller's tenant: users, groups and/or `public`
+        (all empty: nobody). Published as a signed `DocumentAclSet`; no content version is created.
+        202: published (`GET .../acl` shows it once the `acl` worker role applied it)."""
+        _check_id(document_id)
+        event = _publish_access(lambda: backend.set_acl(auth[0].tenant_id, document_id, users=list(body.users),
+                                                        groups=list(body.groups), public=body.public, seq=body.seq))
+        return AclPublished(document_id=event.document_id, seq=event.seq, public=event.public,
+                            users=list(event.users), groups=list(event.groups))
+
+    @app.get("/v1/documents/{document_id:path}/acl", response_model=AclState, tags=["access"])
+    def get_acl(document_id: str, auth: tuple[Principal, str] = acl_reader) -> AclState:
+        """The applied ACL of a document of the caller's tenant, or `acl: default` with the tenant
+        default that then applies (`tenant`: everyone in the tenant; `none`: nobody)."""
+        _check_id(document_id)
+        tenant = auth[0].tenant_id
+        default = settings.query.acl_tenant_defaults.get(tenant, q.acl_default)
+        row = _read_access(lambda: backend.acl(tenant, document_id))
+        if row is None:
+            return AclState(document_id=document_id, acl="default", default=default)
+        return AclState(document_id=document_id, acl="set", default=default, seq=row.seq, public=row.public,
+                        users=list(row.users), groups=list(row.groups), applied_at=row.applied_at)
+
+    @app.put("/v1/principals/{user_id:path}/groups", response_model=GroupsPublished, status_code=202,
+             tags=["access"], responses=problems)
+    def put_groups(user_id: str, body: GroupsBody, auth: tuple[Principal, str] = acl_writer) -> GroupsPublished:
+        """Replace the groups a user of the caller's tenant belongs to (flattened; an empty list
+        removes every membership). Published as a signed `GroupsSet`; 202: published."""
+        event = _publish_access(lambda: backend.set_groups(auth[0].tenant_id, user_id, list(body.groups),
+                                                           seq=body.seq))
+        return GroupsPublished(user_id=event.user_id, seq=event.seq, groups=list(event.groups))
+
+    @app.get("/v1/principals/{user_id:path}/groups", response_model=GroupsState, tags=["access"])
+    def get_groups(user_id: str, auth: tuple[Principal, str] = acl_reader) -> GroupsState:
+        """The groups a user of the caller's tenant belongs to now (`recorded: false`: none applied)."""
+        if not 1 <= len(user_id) <= 256:
+            raise ApiProblem(422, "invalid-request", "user_id must be 1-256 characters")
+        groups = _read_access(lambda: backend.groups_of(auth[0].tenant_id, user_id))
+        return GroupsState(user_id=user_id, groups=list(groups or ()), recorded=groups is not None)
 
     @app.get("/v1/documents/{document_id:path}", response_model=DocumentStatus, tags=["documents"])
     def document(document_id: str, auth: tuple[Principal, str] = reader) -> DocumentStatus:
@@ -352,8 +436,8 @@ def create_app(settings: ManifoldSettings, backend: Backend, verifier: TokenVeri
         from fastapi.middleware.cors import CORSMiddleware
 
         app.add_middleware(CORSMiddleware, allow_origins=list(srv.cors_origins), allow_credentials=False,
-                           allow_methods=["GET", "POST", "DELETE"], allow_headers=["authorization", "content-type",
-                                                                                   "mcp-protocol-version"])
+                           allow_methods=["GET", "POST", "PUT", "DELETE"],
+                           allow_headers=["authorization", "content-type", "mcp-protocol-version"])
     return app
 
 

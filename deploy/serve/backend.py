@@ -9,6 +9,11 @@
 - `InProcessBackend` (profile `embedded`): the same `QueryService` answers in this process on one
   PostgreSQL; uploads are published onto the embedded bus and a background thread drives the
   in-process pipeline until they are active.
+- Per-document access (issue 29): `set_acl` / `set_groups` publish signed `DocumentAclSet` /
+  `GroupsSet` events with the same `AccessClient` as `manifold acl set` (distributed: to Kafka,
+  where the `acl` / `groups` worker roles apply them; embedded: onto the embedded bus, applied by
+  the background pipeline thread, which runs those roles too). `acl` / `groups_of` read the
+  applied state through the `manifold_query` role (tenant row-level security), never a cache.
 
 Guarantees: the tenant of every call is the `Principal`'s (from a verified token); nothing
 connects at construction; `answer` never raises for a store outage (the service turns it into
@@ -47,10 +52,40 @@ class Backend(Protocol):
     def delete(self, tenant_id: str, document_id: str) -> int | None:
         """Publish a delete; None when the document was never published."""
 
+    def set_acl(self, tenant_id: str, document_id: str, *, users: list[str], groups: list[str], public: bool,
+                seq: int | None) -> Any:
+        """Publish a document's full ACL; returns the signed `DocumentAclSet`. ValueError: bad input."""
+
+    def set_groups(self, tenant_id: str, user_id: str, groups: list[str], *, seq: int | None) -> Any:
+        """Publish a user's full group list; returns the signed `GroupsSet`. ValueError: bad input."""
+
+    def acl(self, tenant_id: str, document_id: str) -> Any:
+        """The applied ACL of the document (`acl_pg.AclRow`), or None."""
+
+    def groups_of(self, tenant_id: str, user_id: str) -> tuple[str, ...] | None:
+        """The user's applied groups, or None when no membership event was applied."""
+
     def readiness(self) -> dict[str, str]:
         """dependency -> "ok" or why it is not reachable."""
 
     def close(self) -> None: ...
+
+
+class AclReader:
+    """The applied access state through the read-only query role (tenant RLS; the ACL tables carry
+    no ACL policy of their own, so the query role reads them whole within its tenant)."""
+
+    def __init__(self, settings: ManifoldSettings) -> None:
+        from manifold.shared.stores.acl_pg import PostgresAclStore
+        from manifold.shared.stores.pg_connections import TenantConnections
+
+        self._store = PostgresAclStore(TenantConnections(settings.postgres.query_conninfo(), connect_timeout=5))
+
+    def acl(self, tenant_id: str, document_id: str) -> Any:
+        return self._store.acls(tenant_id, [document_id]).get(document_id)
+
+    def groups_of(self, tenant_id: str, user_id: str) -> tuple[str, ...] | None:
+        return self._store.groups_of(tenant_id, user_id)
 
 
 class ManifestReader:
@@ -106,7 +141,9 @@ class GatewayBackend:
         self._made: list[Any] = []
         self._lock = threading.Lock()
         self._manifest = ManifestReader(settings)
+        self._acls = AclReader(settings)
         self._upstream: Any = None
+        self._access: Any = None
 
     def answer(self, request: QueryRequest, principal: Principal, token: str) -> QueryReply:
         from manifold.query.request_client import QueryClient
@@ -142,6 +179,28 @@ class GatewayBackend:
     def delete(self, tenant_id: str, document_id: str) -> int | None:
         return self._client().delete(tenant_id, document_id)  # type: ignore[no-any-return]  # _client() is Any
 
+    def _access_client(self) -> Any:
+        with self._lock:
+            if self._access is None:
+                from manifold.deploy.compose.distributed import access_client
+
+                self._access = access_client(self._settings, "manifold-serve-acl")
+            return self._access
+
+    def set_acl(self, tenant_id: str, document_id: str, *, users: list[str], groups: list[str], public: bool,
+                seq: int | None) -> Any:
+        return self._access_client().set_acl(tenant_id, document_id, users=users, groups=groups, public=public,
+                                             seq=seq)
+
+    def set_groups(self, tenant_id: str, user_id: str, groups: list[str], *, seq: int | None) -> Any:
+        return self._access_client().set_groups(tenant_id, user_id, groups, seq=seq)
+
+    def acl(self, tenant_id: str, document_id: str) -> Any:
+        return self._acls.acl(tenant_id, document_id)
+
+    def groups_of(self, tenant_id: str, user_id: str) -> tuple[str, ...] | None:
+        return self._acls.groups_of(tenant_id, user_id)
+
     def readiness(self) -> dict[str, str]:
         from confluent_kafka.admin import AdminClient
 
@@ -161,6 +220,8 @@ class GatewayBackend:
             self._made.clear()
             if self._upstream is not None:
                 self._upstream.producer.flush(5)
+            if self._access is not None:
+                self._access.producer.flush(5)
 
 
 class InProcessBackend:
@@ -172,8 +233,10 @@ class InProcessBackend:
         self._settings = settings
         self._answerer = answerer
         self._manifest = ManifestReader(settings)
+        self._acls = AclReader(settings)
         self._bus: Any = None
         self._upstream: Any = None
+        self._access: Any = None
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -240,6 +303,33 @@ class InProcessBackend:
         version = self._client().delete(tenant_id, document_id)
         self._wake.set()
         return version  # type: ignore[no-any-return]  # from _client(), which is Any
+
+    def _access_client(self) -> Any:
+        self._client()  # the bus and the pipeline thread
+        with self._lock:
+            if self._access is None:
+                from manifold.deploy.compose.embedded import access_client
+
+                self._access = access_client(self._settings, self._bus)
+            return self._access
+
+    def set_acl(self, tenant_id: str, document_id: str, *, users: list[str], groups: list[str], public: bool,
+                seq: int | None) -> Any:
+        event = self._access_client().set_acl(tenant_id, document_id, users=users, groups=groups, public=public,
+                                              seq=seq)
+        self._wake.set()
+        return event
+
+    def set_groups(self, tenant_id: str, user_id: str, groups: list[str], *, seq: int | None) -> Any:
+        event = self._access_client().set_groups(tenant_id, user_id, groups, seq=seq)
+        self._wake.set()
+        return event
+
+    def acl(self, tenant_id: str, document_id: str) -> Any:
+        return self._acls.acl(tenant_id, document_id)
+
+    def groups_of(self, tenant_id: str, user_id: str) -> tuple[str, ...] | None:
+        return self._acls.groups_of(tenant_id, user_id)
 
     def readiness(self) -> dict[str, str]:
         return {"postgres": _check(self._manifest.ping)}

@@ -14,12 +14,13 @@ bearer token.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from manifold.query.types import Clarification, Evidence, Gap, QueryReply, ReplyStatus
+from manifold.shared.acl_events import MAX_READERS
 
 FORBIDDEN_KEYS = frozenset({"tenant", "tenant_id", "tenantid", "org_id", "principal"})
 TENANT_IN_BODY = "tenant_in_body"
@@ -101,6 +102,72 @@ class Published(BaseModel):
     document_id: str
     version: int | None
     outcome: Literal["published", "unchanged", "deleted"]
+
+
+ReaderName = Annotated[str, Field(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f\x7f]+$")]
+Seq = Annotated[int, Field(ge=1, le=2**62)]
+
+
+class AclBody(_Body):
+    """`PUT /v1/documents/{id}/acl`: the document's FULL list of readers (it replaces the previous
+    ACL). Users and groups combine with `public`; all empty and `public` false: nobody may read."""
+
+    users: list[ReaderName] = Field(default_factory=list, max_length=MAX_READERS,
+                                    description="user ids (token subjects)")
+    groups: list[ReaderName] = Field(default_factory=list, max_length=MAX_READERS, description="group names")
+    public: bool = Field(False, description="everyone in the tenant may read the document")
+    seq: Seq | None = Field(None, description="sequence number; default: now in microseconds. An ACL with a "
+                            "lower or equal seq than the applied one is ignored")
+
+
+class GroupsBody(_Body):
+    """`PUT /v1/principals/{user_id}/groups`: the user's FULL, flattened group list (an empty list
+    removes every membership)."""
+
+    groups: list[ReaderName] = Field(max_length=MAX_READERS)
+    seq: Seq | None = Field(None, description="sequence number; default: now in microseconds")
+
+
+class AclPublished(BaseModel):
+    """The `DocumentAclSet` event that was published (the `acl` worker role applies it)."""
+
+    document_id: str
+    seq: int
+    public: bool
+    users: list[str]
+    groups: list[str]
+    outcome: Literal["published"] = "published"
+
+
+class AclState(BaseModel):
+    """A document's access state: the applied ACL, or none and the tenant default that applies."""
+
+    document_id: str
+    acl: Literal["set", "default"]
+    default: Literal["tenant", "none"]
+    """Who may read the document while it has no ACL (`query.acl_default` or the tenant's override)."""
+    seq: int | None = None
+    public: bool | None = None
+    users: list[str] | None = None
+    groups: list[str] | None = None
+    applied_at: datetime | None = None
+
+
+class GroupsPublished(BaseModel):
+    """The `GroupsSet` event that was published (the `groups` worker role applies it)."""
+
+    user_id: str
+    seq: int
+    groups: list[str]
+    outcome: Literal["published"] = "published"
+
+
+class GroupsState(BaseModel):
+    """A user's applied group memberships (`recorded` false: no membership event was applied)."""
+
+    user_id: str
+    groups: list[str]
+    recorded: bool
 
 
 class DocumentStatus(BaseModel):
