@@ -21,7 +21,11 @@ Guarantees:
   `chunk_max_chars` long: rows are packed whole while they fit; a row that does not fit with the
   header alone is split into column slices (`header slice` newline `cell slice`), and a single cell
   too long for a slice is cut into pieces each under its (shortened) column header, so no input
-  row, however wide or long, makes a chunk larger than the limit. Identifier blocks (text that is mostly
+  row, however wide or long, makes a chunk larger than the limit. A table of JSON records is
+  chunked as JSON writes its objects: one line per record, `key: value` pairs joined by ` | `
+  (empty values left out), no header line, records packed whole while they fit, a record too
+  long for one chunk split between pairs (a single pair too long is cut under its key), so every
+  value stays next to the key that names it. Identifier blocks (text that is mostly
   business identifiers) are never split. List items are kept whole and together; a list splits
   only between items (an item longer than the limit alone is split at sentences). A numbered
   clause ("1.", "1.2", "§ 3", "Article 4") starts a unit kept whole when it fits; other narrative
@@ -38,14 +42,15 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import PurePath
 from typing import Literal
 
 from manifold.shared import ids
-from manifold.shared.artifacts import Chunk, ChunkedDocument, Element, ParsedDocument, Section
+from manifold.shared.artifacts import Chunk, ChunkedDocument, DocRef, Element, ParsedDocument, Section
 from manifold.shared.errors import BadInput
 from manifold.shared.identifiers import find_identifiers, normalize_identifier
 
-CHUNKER_VERSION = "layout-4"
+CHUNKER_VERSION = "layout-5"
 MAX_CHUNKS = 35_000
 """A document that makes more chunks than this is rejected (`BadInput`): the embed, extract and
 load stages hold every chunk's text and vector at once, so this bounds their memory for any
@@ -93,8 +98,9 @@ def handle(parsed: ParsedDocument) -> ChunkedDocument:
     max_chars = versions.chunk_max_chars
     overlap = max(0, min(versions.chunk_overlap_chars, max_chars // 2))
     chunks: list[Chunk] = []
-    pieces = [(run.section, run.kind, text) for run in runs for text in _render(run, max_chars, overlap)
-              if text.strip()]
+    labelled = _labelled_tables(doc)
+    pieces = [(run.section, run.kind, text) for run in runs
+              for text in _render(run, max_chars, overlap, labelled) if text.strip()]
     for section, kind, text in _pack_neighbours(pieces, max_chars):
         if len(chunks) >= MAX_CHUNKS:
             raise BadInput(f"document makes more than {MAX_CHUNKS} chunks of at most {max_chars} characters; "
@@ -226,8 +232,23 @@ def is_identifier_block(text: str) -> bool:
 # ----------------------------------------------------------------------------- rendering
 
 
-def _render(run: _Run, max_chars: int, overlap: int) -> list[str]:
+def _labelled_tables(doc: DocRef) -> bool:
+    """True when the document's tables are JSON records (objects name each value by its key)."""
+    declared = doc.media_type.split(";", 1)[0].strip().lower()
+    if declared in _JSON_TYPES:
+        return True
+    name = doc.metadata.get("filename")
+    return declared in _OPAQUE_TYPES and PurePath(name if isinstance(name, str) else doc.document_id).suffix.lower() == ".json"
+
+
+_JSON_TYPES = frozenset({"application/json", "text/json"})
+_OPAQUE_TYPES = frozenset({"application/octet-stream", "binary/octet-stream"})
+
+
+def _render(run: _Run, max_chars: int, overlap: int, labelled: bool = False) -> list[str]:
     if run.kind == "table":
+        if labelled:
+            return _record_chunks(run.elements[0], max_chars)
         return _table_chunks(run.elements[0], max_chars)
     texts = [e.text for e in run.elements]
     if run.kind == "identifiers":
@@ -266,6 +287,46 @@ def _table_chunks(table: Element, max_chars: int) -> list[str]:
     if len(current) > 1 or not chunks:
         chunks.append("\n".join(current))
     return chunks
+
+
+RECORD_SEPARATOR = " | "
+
+
+def _record_chunks(table: Element, max_chars: int) -> list[str]:
+    """A table of JSON records as `key: value | key: value` lines, one per record (module
+    docstring): whole records packed while they fit in `max_chars`; a longer record split
+    between pairs; a single pair too long for a chunk cut into pieces, each under its key."""
+    grid = table.rows if table.rows else [[line] for line in table.text.split("\n")]
+    header, body = grid[0], grid[1:]
+    lines: list[str] = []
+    for cells in body or [header]:
+        pairs = [f"{key}: {value}" if body else key for key, value in zip(header, cells, strict=False) if value]
+        if not pairs:
+            continue
+        record = RECORD_SEPARATOR.join(pairs)
+        if len(record) <= max_chars:
+            lines.append(record)
+            continue
+        for group in _pack_joined(pairs, max_chars):
+            if len(group) <= max_chars:
+                lines.append(group)
+                continue
+            key, _, value = group.partition(": ")
+            label = key[:max_chars // 4]
+            lines += [f"{label}: {piece}" for piece in _pieces(value, max_chars - len(label) - 2)]
+    return _pack_whole(lines, max_chars)
+
+
+def _pack_joined(parts: list[str], max_chars: int) -> list[str]:
+    """`parts` joined by `RECORD_SEPARATOR` into groups of at most `max_chars` (a part longer
+    than that alone is its own group)."""
+    groups: list[str] = []
+    for part in parts:
+        if groups and len(groups[-1]) + len(RECORD_SEPARATOR) + len(part) <= max_chars:
+            groups[-1] += RECORD_SEPARATOR + part
+        else:
+            groups.append(part)
+    return groups
 
 
 def _row_slices(header: list[str], cells: list[str] | None, max_chars: int) -> list[str]:

@@ -171,6 +171,8 @@ def _quote(text: str, start: int, end: int, first: int, limit: int = _SNIPPET) -
     the same cells is quoted as `header: value` pairs (empty cells left out)."""
     line = text[start:end].strip()
     head = text[:text.find("\n")].strip() if "\n" in text else ""
+    if _labelled(head):
+        head = ""  # a record that names its own fields: quoted as it is
     for sep in ("|", "\t", ";", ","):
         if start > 0 and sep in head and head.count(sep) == line.count(sep):
             pairs = [f"{h.strip()}: {v.strip()}" for h, v in zip(head.split(sep), line.split(sep), strict=True)
@@ -238,10 +240,25 @@ likelier to state it."""
 _DIGIT = re.compile(r"\d")
 
 
+_LABELLED_CELL = re.compile(r"^\s*[^\s:|\t][^:|\t]{0,79}: \S")
+"""A `key: value` cell: a line of such cells is a record that names its own fields (a JSON
+record as the chunker writes it), not a header row."""
+
+
 def _table_header(text: str) -> str | None:
-    """The header row of a table chunk (its first line, with cell separators, above other rows)."""
+    """The header row of a table chunk (its first line, with cell separators, above other rows);
+    None when the first line is a record of `key: value` cells."""
     first, _, rest = text.partition("\n")
-    return first if rest.strip() and ("|" in first or "\t" in first) else None
+    if not rest.strip() or not ("|" in first or "\t" in first):
+        return None
+    return None if _labelled(first) else first
+
+
+def _labelled(line: str) -> bool:
+    """Whether every cell of a `|`- or tab-separated line is a `key: value` pair."""
+    if "|" not in line and "\t" not in line:
+        return False
+    return all(_LABELLED_CELL.match(c) for c in (line.split("|") if "|" in line else line.split("\t")))
 
 
 def best_passage(question: str, hits: Sequence[Any], terms: Sequence[str] = ()) -> tuple[Any, str] | None:

@@ -296,3 +296,34 @@ def test_short_neighbours_of_one_section_are_packed_but_never_across_sections() 
     small = _chunked([_el("Title", "A", 1), _el("NarrativeText", "x" * 150), _el("ListItem", "y" * 100)],
                      versions=_versions(max_chars=200))
     assert len(small.chunks) == 2
+
+
+# ----------------------------------------------------------------------------- JSON records
+
+
+def _json_doc(media_type: str = "application/json", document_id: str = "data/scripts.json") -> DocRef:
+    return DocRef(tenant_id="acme", document_id=document_id, version=1, content_sha256=SHA, media_type=media_type)
+
+
+def test_json_records_are_chunked_as_key_value_lines_one_per_record() -> None:
+    rows = [["alpha_4", "name", "numeric"], ["Adlm", "Adlam", "166"], ["Cher", "Cherokee", ""]]
+    table = _el("Table", "\n".join(" | ".join(r) for r in rows), rows=rows)
+    result = _chunked([table], doc=_json_doc())
+    assert [c.text for c in result.chunks] == [
+        "alpha_4: Adlm | name: Adlam | numeric: 166\nalpha_4: Cher | name: Cherokee"]
+    assert result.chunks[0].kind == "table"
+    # a delimited file keeps its header line and rows as written
+    plain = _chunked([table], doc=_json_doc("text/csv", "data/scripts.csv"))
+    assert plain.chunks[0].text.startswith("alpha_4 | name | numeric\nAdlm | Adlam | 166")
+
+
+def test_json_records_never_pass_the_limit_and_keep_each_value_under_its_key() -> None:
+    rows = [["id", "note"], *([str(i), f"note {i} " + "word " * 20] for i in range(30)), ["99", "x" * 700]]
+    table = _el("Table", "\n".join(" | ".join(r) for r in rows), rows=rows)
+    result = _chunked([table], doc=_json_doc("application/octet-stream", "exports/notes.json"),
+                      versions=_versions(max_chars=300, overlap=0))
+    texts = [c.text for c in result.chunks]
+    assert all(len(t) <= 300 for t in texts)
+    assert "id: 7 | note: note 7 " in "\n".join(texts)
+    assert all(line.startswith(("id: ", "note: ")) for t in texts for line in t.split("\n"))
+    assert "".join(t.split("note: ", 1)[1] for t in texts if t.startswith("note: x")) == "x" * 700

@@ -190,3 +190,9 @@ def test_a_table_row_is_quoted_not_its_header() -> None:
     table = _hit("t", "country | capital | calling code\nKenya | Nairobi | +254\nPeru | Lima | +51")
     picked = best_passage("What is the calling code of Peru?", [table])
     assert picked is not None and picked[1] == "country: Peru; capital: Lima; calling code: +51"
+
+
+def test_a_record_that_names_its_fields_is_quoted_as_it_is_even_on_the_first_line() -> None:
+    records = _hit("r", "alpha_4: Adlm | name: Adlam | numeric: 166\nalpha_4: Cher | name: Cherokee | numeric: 445")
+    picked = best_passage("Which code does the Adlam script have?", [records])
+    assert picked is not None and picked[1] == "alpha_4: Adlm | name: Adlam | numeric: 166"
