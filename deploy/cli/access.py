@@ -167,7 +167,9 @@ def _publish(settings: Any, command: str, send: Any) -> tuple[Any, list[Any]] | 
         _say(f"manifold {command}: cannot publish now: {err}")
         return None
     except Exception as err:  # noqa: BLE001 - a broker that cannot be reached: one line, not a traceback
-        if type(err).__module__.startswith("confluent_kafka"):
+        from confluent_kafka import KafkaException
+
+        if isinstance(err, KafkaException):
             _say(f"manifold {command}: cannot reach Kafka: {err}")
             return None
         raise

@@ -247,6 +247,8 @@ def create_app(settings: ManifoldSettings, backend: Backend, verifier: TokenVeri
 
     # -- per-document access (registered before GET /v1/documents/{id}, whose path would match) ----
     def _publish_access(send: Callable[[], Any]) -> Any:
+        from confluent_kafka import KafkaException
+
         from manifold.shared.envelope_auth import NoProducerKey
 
         try:
@@ -255,7 +257,7 @@ def create_app(settings: ManifoldSettings, backend: Backend, verifier: TokenVeri
             raise ApiProblem(503, "no-producer-key", f"this server cannot sign access events: {err}") from None
         except ValueError as err:
             raise ApiProblem(422, "invalid-request", str(err)) from None
-        except Transient as err:
+        except (Transient, KafkaException) as err:
             raise ApiProblem(503, "unavailable", f"cannot publish now: {err}", retry_after(2)) from None
 
     def _read_access(read: Callable[[], Any]) -> Any:

@@ -249,3 +249,71 @@ def test_embedded_set_is_applied_before_it_returns(embedded: str, capsys: pytest
     code, _, err = run(capsys, "acl", "set", doc, "--tenant", t, "--public", "--seq", "30")
     assert code == 1 and "dead-lettered by the applier: unauthorized" in err and err.count("\n") == 1
     assert shown(capsys, t, doc)["acl"]["seq"] == 20
+
+
+def test_http_routes_through_the_gateway_backend(stack: dict[str, Any]) -> None:
+    """`PUT` publishes through the distributed backend's `AccessClient`; `GET` reads the applied
+    state through the query role (tenant RLS)."""
+    import warnings
+
+    from manifold.deploy.serve.app import create_app
+    from manifold.deploy.serve.backend import GatewayBackend
+    from manifold.query.auth import TokenVerifier, mint_token, signing_key
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from fastapi.testclient import TestClient
+
+    t, doc = stack["tenant"], "contracts/acme msa.pdf"
+    s = ManifoldSettings()
+    token = mint_token(signing_key(s)[1], tenant_id=t, subject="ops", scopes=("acl:write", "acl:read"),
+                       issuer=s.query.token_issuer, audience=s.query.token_audience, ttl_s=600)
+    headers = {"Authorization": f"Bearer {token}"}
+    backend = GatewayBackend(s)
+
+    def until(check: Callable[[], bool]) -> None:
+        give_up = time.monotonic() + 60
+        while not check():
+            assert time.monotonic() < give_up and not stack["errors"], stack["errors"]
+            time.sleep(0.2)
+
+    try:
+        with TestClient(create_app(s, backend, TokenVerifier.from_settings(s))) as client:
+            assert client.get(f"/v1/documents/{doc}/acl", headers=headers).json()["acl"] == "default"
+            r = client.put(f"/v1/documents/{doc}/acl", json={"users": ["erin"], "groups": ["legal"], "seq": 3},
+                           headers=headers)
+            assert r.status_code == 202, r.text
+            until(lambda: client.get(f"/v1/documents/{doc}/acl", headers=headers).json()["acl"] == "set")
+            body = client.get(f"/v1/documents/{doc}/acl", headers=headers).json()
+            assert (body["seq"], body["users"], body["groups"], body["public"]) == (3, ["erin"], ["legal"], False)
+            assert client.put("/v1/principals/erin/groups", json={"groups": ["legal"]},
+                              headers=headers).status_code == 202
+            until(lambda: client.get("/v1/principals/erin/groups", headers=headers).json()["recorded"])
+            assert client.get("/v1/principals/erin/groups", headers=headers).json()["groups"] == ["legal"]
+    finally:
+        backend.close()
+
+
+def test_embedded_backend_applies_in_its_pipeline_thread(embedded: str) -> None:
+    """`InProcessBackend.set_acl` publishes onto the PostgreSQL bus and wakes the server's pipeline
+    thread, which runs the `acl` / `groups` roles; `acl` then reads the applied state."""
+    from manifold.deploy.serve.backend import InProcessBackend
+
+    class NoAnswers:
+        def close(self) -> None:
+            pass
+
+    t, doc = embedded, "finance/q3.xlsx"
+    backend = InProcessBackend(ManifoldSettings(), NoAnswers())
+    try:
+        event = backend.set_acl(t, doc, users=["fay"], groups=[], public=False, seq=4)
+        backend.set_groups(t, "fay", ["finance"], seq=4)
+        assert (event.tenant_id, event.seq, event.signature is not None) == (t, 4, True)
+        give_up = time.monotonic() + 120
+        while backend.acl(t, doc) is None or backend.groups_of(t, "fay") is None:
+            assert time.monotonic() < give_up, "the embedded pipeline thread did not apply the events"
+            time.sleep(0.3)
+        assert backend.acl(t, doc).users == ("fay",)
+        assert backend.groups_of(t, "fay") == ("finance",)
+    finally:
+        backend.close()

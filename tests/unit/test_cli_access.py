@@ -232,3 +232,16 @@ def test_token_help_says_the_subject_is_the_reader(capsys: pytest.CaptureFixture
         main(["token", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "the reader whose per-" in text and "ACLs and groups apply" in text and "acl:write acl:read" in text
+
+
+def test_an_unreachable_broker_is_one_line(capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    from confluent_kafka import KafkaError, KafkaException
+
+    from manifold.deploy.compose import distributed
+
+    def unreachable(_settings: Any) -> Any:
+        raise KafkaException(KafkaError(KafkaError._TRANSPORT))
+
+    monkeypatch.setattr(distributed, "access_client", unreachable)
+    code, _, err = _run(capsys, "acl", "set", "d.txt", "--tenant", "acme", "--public")
+    assert code == 1 and err.startswith("manifold acl set: cannot reach Kafka:") and err.count("\n") == 1

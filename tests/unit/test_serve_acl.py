@@ -181,3 +181,16 @@ def test_openapi_lists_the_access_routes(app) -> None:
     paths = client.get("/openapi.json").json()["paths"]
     assert {"put", "get"} <= set(paths["/v1/documents/{document_id}/acl"])
     assert {"put", "get"} <= set(paths["/v1/principals/{user_id}/groups"])
+
+
+def test_a_missing_producer_key_or_an_unreachable_broker_is_503(app) -> None:
+    from confluent_kafka import KafkaError, KafkaException
+
+    from manifold.shared.envelope_auth import NoProducerKey
+
+    client, backend, s = app
+    backend.fail = NoProducerKey("no producer key")
+    r = client.put("/v1/documents/a.txt/acl", json={"public": True}, headers=_auth(s))
+    assert r.status_code == 503 and r.json()["type"].endswith("no-producer-key")
+    backend.fail = KafkaException(KafkaError(KafkaError._TRANSPORT))
+    assert client.put("/v1/documents/a.txt/acl", json={"public": True}, headers=_auth(s)).status_code == 503
