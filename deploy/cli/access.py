@@ -157,9 +157,12 @@ def _publish(settings: Any, command: str, send: Any) -> tuple[Any, list[Any]] | 
                 report = pipeline.drain()
             finally:
                 pipeline.close()
+            letters = [d for d in report.dead_letters if _is_event(d, event.event_id)]
+            if not letters:  # another process's drain may have taken the event: look on the DLQ
+                letters = _letters_of(bus, event.event_id)
         finally:
             bus.close()
-        return event, [d for d in report.dead_letters if _is_event(d, event.event_id)]
+        return event, letters
     except ValueError as err:  # the client's own validation (names, ids): nothing was sent
         _say(f"manifold {command}: {err}")
         return None
@@ -185,6 +188,23 @@ def _is_event(letter: Any, event_id: str) -> bool:
         return False
 
 
+def _letters_of(bus: Any, event_id: str) -> list[Any]:
+    """The dead letters on the embedded bus that hold the event `event_id`."""
+    from manifold.shared import topics
+    from manifold.shared.dlq import DeadLetter
+    from manifold.shared.log_bus import read_all
+
+    found = []
+    for msg in read_all(bus, topics.DLQ):
+        try:
+            letter = DeadLetter.model_validate_json(msg.value() or b"")
+        except ValueError:
+            continue
+        if _is_event(letter, event_id):
+            found.append(letter)
+    return found
+
+
 def _wait_acl(store: Any, event: Any, wait_s: float) -> str | None:
     """Poll until the event is in effect: None when applied, else why not (a newer ACL, a timeout)."""
     give_up = time.monotonic() + wait_s
@@ -196,7 +216,8 @@ def _wait_acl(store: Any, event: Any, wait_s: float) -> str | None:
             return f"ignored: a newer ACL (seq {row.seq}) is already applied"
         if time.monotonic() >= give_up:
             return (f"not applied after {wait_s:g} s: is the `acl` worker role running "
-                    "(manifold workers --roles acl)?")
+                    f"(manifold workers --roles acl)? A refused event is on the DLQ "
+                    f"(dlq list --tenant {event.tenant_id})")
         time.sleep(0.2)
 
 
@@ -207,7 +228,8 @@ def _wait_groups(store: Any, event: Any, wait_s: float) -> str | None:
             return None
         if time.monotonic() >= give_up:
             return (f"not in effect after {wait_s:g} s: is the `groups` worker role running "
-                    "(manifold workers --roles groups), or did a newer membership event replace it?")
+                    "(manifold workers --roles groups), did a newer membership event replace it, or is it on "
+                    f"the DLQ (dlq list --tenant {event.tenant_id})?")
         time.sleep(0.2)
 
 

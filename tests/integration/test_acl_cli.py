@@ -4,7 +4,9 @@ The applier here is the real one (`acl_applier.access_specs` over `PostgresAclSt
 producer check) run by the real `StageRunner`, in this process, in a consumer group of its own
 that only hands it this test's tenant (key prefix): so it neither takes events from, nor applies
 events for, anyone else using the shared stack (a test elsewhere may be holding its applier
-stopped on purpose). `manifold workers --roles acl,groups` runs the same specs and runner.
+stopped on purpose). `manifold workers --roles acl,groups` runs the same specs and runner. Other
+appliers running on the stack may apply or dead-letter this test's events as well; every check
+holds either way (seq-guarded state; dead letters counted once per source message).
 
 Checked: `acl set` -> `acl show` shows it; an older seq is ignored (by `--wait`'s verdict and by
 the applier, proved with a later sentinel on the same key); a newer seq replaces it; `groups set`
@@ -125,11 +127,14 @@ def dlq_ends(bootstrap: str) -> list[TopicPartition]:
 
 def letters_since(bootstrap: str, ends: list[TopicPartition], tenant: str, want: int,
                   timeout_s: float = 90) -> list[DeadLetter]:
-    """Dead letters of `tenant` appended after `ends`, once there are `want` of them."""
+    """Dead letters of `tenant` appended after `ends`, once there are `want` of them: one per
+    source message (another applier on the shared stack, in group `manifold.acl`, may
+    dead-letter the same message too)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4()}",
                          "enable.auto.commit": False})
     consumer.assign(ends)
     found: list[DeadLetter] = []
+    seen: set[tuple[str, int, int]] = set()
     give_up = time.monotonic() + timeout_s
     try:
         while len(found) < want and time.monotonic() < give_up:
@@ -140,7 +145,9 @@ def letters_since(bootstrap: str, ends: list[TopicPartition], tenant: str, want:
                     letter = DeadLetter.model_validate_json(msg.value() or b"")
                 except ValueError:
                     continue
-                if letter.tenant_id == tenant:
+                source = (letter.source_topic, letter.source_partition, letter.source_offset)
+                if letter.tenant_id == tenant and source not in seen:
+                    seen.add(source)
                     found.append(letter)
     finally:
         consumer.close()
