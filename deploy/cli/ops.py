@@ -116,17 +116,30 @@ def print_status(result: dict[str, Any], *, review: bool = False, out: Callable[
         c = d["counts"]
         out(f"{d['tenant_id']:<20}{d['document_id'][:39]:<40}{d['active_version'] or '-'!s:>7}  {d['state']:<9}"
             f"{c['postgres']:>6}{c['elasticsearch']:>6}{c['neo4j']:>7}{d.get('review_items', 0):>8}")
-    with_acl = [d for d in result["documents"] if "acl" in d]
-    if with_acl:
-        out("")
-        out(f"access: {sum(d['acl']['state'] == 'set' for d in with_acl)} of {len(with_acl)} document(s) "
-            "have an ACL")
-        out(f"{'tenant':<20}{'document':<40}acl")
-        for d in with_acl:
-            out(f"{d['tenant_id']:<20}{d['document_id'][:39]:<40}{acl_text(d['acl'])}")
+    _print_access([d for d in result["documents"] if "acl" in d], out)
     if review:
         _print_review(result["documents"], out)
     _print_in_flight(result.get("in_flight", []), out)
+
+
+def _print_access(documents: list[dict[str, Any]], out: Callable[[str], None]) -> None:
+    """Each document with an ACL, one line each; then per tenant, how many follow its default (by
+    count, so a document's id is listed once in the table above and at most once here)."""
+    if not documents:
+        return
+    listed = [d for d in documents if d["acl"]["state"] == "set"]
+    out("")
+    out(f"access: {len(listed)} of {len(documents)} document(s) have an ACL")
+    out(f"{'tenant':<20}{'document':<40}acl")
+    for d in listed:
+        out(f"{d['tenant_id']:<20}{d['document_id'][:39]:<40}{acl_text(d['acl'])}")
+    defaults: dict[str, tuple[int, str]] = {}
+    for d in documents:
+        if d["acl"]["state"] != "set":
+            n, _ = defaults.get(d["tenant_id"], (0, ""))
+            defaults[d["tenant_id"]] = (n + 1, d["acl"]["default"])
+    for tenant, (n, default) in defaults.items():
+        out(f"{tenant:<20}{f'({n} without an ACL)':<40}tenant default ({default})")
 
 
 def _print_review(documents: list[dict[str, Any]], out: Callable[[str], None]) -> None:

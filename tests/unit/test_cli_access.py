@@ -222,9 +222,10 @@ def test_status_lists_each_documents_access_state() -> None:
     print_status({"documents": docs}, out=lines.append)
     assert lines[0].split()[:2] == ["tenant", "document"] and len(lines) == 1 + 3 + 3 + 3
     assert lines[5] == "access: 2 of 3 document(s) have an ACL"
-    assert lines[7].split() == ["acme", "a.txt", "tenant", "default", "(none)"]
-    assert lines[8].endswith("users 2, groups 1, public; seq 9")
-    assert lines[9].endswith("nobody; seq 3")
+    assert lines[7].split()[:2] == ["acme", "b.txt"] and lines[7].endswith("users 2, groups 1, public; seq 9")
+    assert lines[8].split()[:2] == ["acme", "c.txt"] and lines[8].endswith("nobody; seq 3")
+    assert lines[9].split() == ["acme", "(1", "without", "an", "ACL)", "tenant", "default", "(none)"]
+    assert sum("a.txt" in line for line in lines) == 1  # a document without an ACL is counted, not listed
 
 
 def test_token_help_says_the_subject_is_the_reader(capsys: pytest.CaptureFixture[str]) -> None:
