@@ -21,21 +21,21 @@ read what.
 from __future__ import annotations
 
 import base64
-import json
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
+from acl_support import AS_OF, USERS, Acl, AclWorld, assign, leaks, readable, store_leaks
+from acl_support import applied as _applied
+from acl_support import ask as _ask
+from acl_support import publish_access as _publish_access
 from pipeline_support import migrate, read_topic, running_workers, test_settings, wait_for
 
 from manifold.ingest import lifecycle, sample_world
 from manifold.shared.config import ManifoldSettings
 
-AS_OF = datetime(2026, 4, 15, tzinfo=UTC)
 QUESTIONS = (
     "Find invoice INV-2026-0148",
     "Show me invoice INV-2026-0211",
@@ -48,66 +48,6 @@ QUESTIONS = (
     "Which delayed orders are affected by the supplier delay notice, and what is the revenue at risk?",
     "What does the contract with Supplier Beta say about delivery?",
 )
-USERS = ("alice", "bob", "carol", "nobody-known")
-GROUPS = {"alice": [], "bob": ["finance"], "carol": ["ops", "finance-readonly"]}
-
-
-@dataclass(frozen=True)
-class Acl:
-    users: tuple[str, ...] = ()
-    groups: tuple[str, ...] = ()
-    public: bool = False
-
-
-def assign(documents: list[str]) -> dict[str, Acl | None]:
-    """A deterministic mix: alice only, the finance group, public, carol and ops, no ACL."""
-    pattern: list[Acl | None] = [Acl(users=("alice",)), Acl(groups=("finance",)), Acl(public=True),
-                                 Acl(users=("carol",), groups=("ops",)), None]
-    return {doc: pattern[i % len(pattern)] for i, doc in enumerate(sorted(documents))}
-
-
-def readable(acls: dict[str, Acl | None], user: str, doc: str, default: str) -> bool:
-    acl = acls.get(doc)
-    if acl is None:
-        return default == "tenant"
-    return acl.public or user in acl.users or bool(set(acl.groups) & set(GROUPS.get(user, [])))
-
-
-@dataclass
-class AclWorld:
-    settings: ManifoldSettings
-    tenant: str
-    documents: list[str]
-    acls: dict[str, Acl | None]
-    root: Path
-
-
-def _ask(answerer: Any, tenant: str, user: str, question: str) -> Any:
-    from manifold.query.types import Principal, QueryRequest
-
-    request = QueryRequest(request_id=f"acl-{uuid.uuid4().hex[:12]}", reply_topic="manifold.query.replies",
-                           deadline=datetime.now(UTC) + timedelta(seconds=30), question=question, as_of=AS_OF)
-    return answerer.answer(request, Principal(tenant_id=tenant, subject=user))
-
-
-def _publish_access(s: ManifoldSettings, tenant: str, acls: dict[str, Acl | None]) -> None:
-    from manifold.deploy.compose.distributed import access_client
-
-    client = access_client(s)
-    for user, groups in GROUPS.items():
-        client.set_groups(tenant, user, groups)
-    for doc, acl in acls.items():
-        if acl is not None:
-            client.set_acl(tenant, doc, users=acl.users, groups=acl.groups, public=acl.public)
-
-
-def _applied(s: ManifoldSettings, tenant: str, acls: dict[str, Acl | None]) -> bool:
-    from manifold.shared.stores.acl_pg import PostgresAclStore
-
-    store = PostgresAclStore.from_settings(s)
-    want = {d for d, a in acls.items() if a is not None}
-    have = store.acls(tenant, sorted(want))
-    return set(have) == want and all(store.groups_of(tenant, u) == tuple(sorted(g)) for u, g in GROUPS.items())
 
 
 @pytest.fixture(scope="module")
@@ -134,20 +74,7 @@ def acl_world(settings: ManifoldSettings, kafka_bootstrap: str, pg_conninfo: str
             return set(documents) <= active
 
         wait_for("the documents to be published", all_active, errors, timeout=600)
-        yield AclWorld(s, tenant, documents, acls, root)
-
-
-def leaks(reply: Any, world: AclWorld, user: str, default: str) -> list[str]:
-    """Every way `reply` shows `user` something of a document it may not read."""
-    found = []
-    for ev in reply.evidence:
-        if ev.document_id is not None and not readable(world.acls, user, ev.document_id, default):
-            found.append(f"evidence {ev.evidence_id} of hidden {ev.document_id}")
-    text = json.dumps(reply.model_dump(mode="json"))
-    for doc in world.documents:
-        if not readable(world.acls, user, doc, default) and json.dumps(doc)[1:-1] in text:
-            found.append(f"hidden document id {doc} in the reply")
-    return found
+    yield AclWorld(s, tenant, documents, acls, root)  # the workers are stopped: tests start their own
 
 
 def _answerer(world: AclWorld, default: str) -> Any:
@@ -262,11 +189,44 @@ def test_an_unsigned_acl_event_is_dead_lettered_and_changes_nothing(acl_world: A
     assert store.acls(acl_world.tenant, [doc])[doc].public is False
 
 
+def test_a_stopped_applier_grants_nothing_until_it_applies(acl_world: AclWorld) -> None:
+    """A grant published while the applier is stopped is not in force; it is once applied."""
+    from manifold.deploy.compose.distributed import access_client
+
+    doc = "invoices/inv-2026-0211.csv"
+    assert not readable(acl_world.acls, "dave", doc, "tenant")
+    question = "Show me invoice INV-2026-0211"
+    answerer = _answerer(acl_world, "tenant")
+    try:
+        acl = acl_world.acls[doc]
+        assert acl is not None
+        access_client(acl_world.settings).set_acl(acl_world.tenant, doc, users=(*acl.users, "dave"),
+                                                  groups=acl.groups, public=acl.public)
+        reply = _ask(answerer, acl_world.tenant, "dave", question)
+        assert doc not in {e.document_id for e in reply.evidence}
+        with running_workers(acl_world.settings, ("acl", "groups")) as errors:
+            wait_for("the grant to apply", lambda: doc in {
+                e.document_id for e in _ask(answerer, acl_world.tenant, "dave", question).evidence},
+                errors, timeout=120)
+    finally:
+        answerer.close()
+        acl_world.acls[doc] = Acl(users=(*acl.users, "dave"), groups=acl.groups, public=acl.public)
+
+
 def _normalised(reply: Any) -> dict[str, Any]:
-    return {"status": reply.status, "answer": reply.answer, "result": reply.result,
+    return {"status": reply.status, "answer": reply.answer, "result": _without_clock(reply.result),
             "evidence": [(e.document_id, e.version, e.chunk_id, e.record_id, e.edge_id, e.kind)
                          for e in reply.evidence],
             "gaps": [(g.step, g.kind, g.detail) for g in reply.gaps]}
+
+
+def _without_clock(value: Any) -> Any:
+    """`value` without the `snapshot_at` read times (they differ between any two asks)."""
+    if isinstance(value, dict):
+        return {k: _without_clock(v) for k, v in value.items() if k != "snapshot_at"}
+    if isinstance(value, list):
+        return [_without_clock(v) for v in value]
+    return value
 
 
 NON_INTERFERENCE = (
@@ -320,46 +280,6 @@ def test_documents_a_reader_cannot_read_change_nothing_it_sees(acl_world: AclWor
     for q in NON_INTERFERENCE:
         assert after[q] == before[q], q
     assert mallory_after != mallory_before  # the extra documents are relevant: the test can see a change
-
-
-def store_leaks(world: AclWorld, user: str, es_client: Any, neo4j_driver: Any, *,
-                without: str | None = None) -> dict[str, set[str]]:
-    """Per store, the documents it returns to `user`'s scope (default `tenant`) that `user` may
-    not read, read straight from the store under its own ACL predicate (no final check behind
-    it). `without` removes one store's predicate, to show the check would notice."""
-    import psycopg
-
-    from manifold.shared import access
-    from manifold.shared.stores.acl_pg import resolve_scope
-    from manifold.shared.stores.es_mapping import ES_ALIAS
-    from manifold.shared.stores.pg_connections import TenantConnections
-    from manifold.shared.stores.serving import cypher_serving, es_serving_filter, serving_params
-
-    s, tenant = world.settings, world.tenant
-    scope = resolve_scope(TenantConnections(s.postgres.query_conninfo()), tenant, user, "tenant")
-    seen: dict[str, set[str]] = {}
-    with access.reading_as(scope):
-        filters = es_serving_filter(tenant)
-        if without == "elasticsearch":
-            filters = [f for f in filters if "document_id" not in json.dumps(f)]
-        res = es_client.search(index=ES_ALIAS, query={"bool": {"filter": filters}}, size=1000,
-                               source=["document_id"])
-        seen["elasticsearch"] = {h["_source"]["document_id"] for h in res["hits"]["hits"]}
-        predicate = cypher_serving("r") if without != "neo4j" else "(r.tenant_id = $tenant AND r.active = true)"
-        with neo4j_driver.session() as session:
-            rows = session.run(f"MATCH ()-[r]->() WHERE {predicate} RETURN DISTINCT r.document_id AS d",
-                               tenant=tenant, **serving_params(tenant))
-            seen["neo4j"] = {r["d"] for r in rows if r["d"] is not None}
-    with psycopg.connect(s.postgres.conninfo()) as conn:  # superuser: only to drop a policy in a rolled-back test
-        with conn.transaction(force_rollback=True):
-            if without == "postgres":
-                conn.execute("DROP POLICY acl_readable ON manifold.chunks")
-                conn.execute("DROP POLICY acl_readable ON manifold.version_manifest")
-            conn.execute("SET LOCAL ROLE manifold_query")
-            for key, value in {"manifold.tenant_id": tenant, **scope.pg_settings()}.items():
-                conn.execute("SELECT set_config(%s, %s, true)", (key, value))
-            seen["postgres"] = {r[0] for r in conn.execute("SELECT DISTINCT document_id FROM manifold.chunks")}
-    return {store: {d for d in docs if not readable(world.acls, user, d, "tenant")} for store, docs in seen.items()}
 
 
 def test_each_store_returns_only_readable_documents(acl_world: AclWorld, es_client: Any, neo4j_driver: Any) -> None:
