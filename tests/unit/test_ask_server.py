@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from manifold.deploy.compose import ask_server
+from manifold.deploy.compose import ask_daemon, ask_server
 from manifold.query.types import QueryReply, Trace
 from manifold.shared.config import EmbeddedSettings, ManifoldSettings
 
@@ -66,8 +66,8 @@ def test_the_code_fingerprint_changes_when_a_source_file_changes(
 
 # -- Server.respond ----------------------------------------------------------------------------------------
 def _server(answer: Callable[..., Any], unfit: Callable[[], str | None] = lambda: None,
-            tmp: Path = Path("/nonexistent")) -> ask_server.Server:
-    return ask_server.Server(_settings(tmp), answer, FP, idle_s=60, say=lambda _: None, unfit=unfit)
+            tmp: Path = Path("/nonexistent")) -> ask_daemon.Server:
+    return ask_daemon.Server(_settings(tmp), answer, FP, idle_s=60, say=lambda _: None, unfit=unfit)
 
 
 def _ask(**extra: Any) -> dict[str, Any]:
@@ -144,7 +144,7 @@ def test_the_socket_is_private_to_its_user_from_the_start(short_tmp: Path) -> No
     path = short_tmp / "run" / "ask.sock"
     path.parent.mkdir()
     path.write_text("stale")  # left by a server that was killed
-    listener = ask_server._listen(path)
+    listener = ask_daemon._listen(path)
     try:
         assert stat.S_ISSOCK(path.stat().st_mode)
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
@@ -153,9 +153,9 @@ def test_the_socket_is_private_to_its_user_from_the_start(short_tmp: Path) -> No
 
 
 def test_a_connection_from_another_user_is_closed_unanswered(short_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ask_server, "_peer_uid", lambda conn: os.getuid() + 1)
+    monkeypatch.setattr(ask_daemon, "_peer_uid", lambda conn: os.getuid() + 1)
     server = _server(lambda *a, **k: pytest.fail("must not answer"))
-    listener = ask_server._listen(short_tmp / "ask.sock")
+    listener = ask_daemon._listen(short_tmp / "ask.sock")
     try:
         thread = _serve_once(listener, server.handle)
         with pytest.raises(ask_server.ServerUnavailable, match="stopped before it replied|reset by peer"):
@@ -168,14 +168,14 @@ def test_a_connection_from_another_user_is_closed_unanswered(short_tmp: Path, mo
 def test_the_peer_uid_is_read_from_the_kernel(short_tmp: Path) -> None:
     left, right = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     with left, right:
-        assert ask_server._peer_uid(left) == os.getuid()
+        assert ask_daemon._peer_uid(left) == os.getuid()
 
 
 def test_a_server_dying_mid_question_is_a_clear_error_and_nothing_listening_is_another(short_tmp: Path) -> None:
     path = short_tmp / "ask.sock"
     with pytest.raises(ConnectionError):
         ask_server.exchange(path, {"op": "ping"}, timeout_s=5)  # no socket file at all
-    listener = ask_server._listen(path)
+    listener = ask_daemon._listen(path)
     try:
         def die(conn: socket.socket) -> None:
             conn.recv(65536)  # takes the question, then goes away without a reply
@@ -201,7 +201,7 @@ def test_a_server_dying_mid_question_is_a_clear_error_and_nothing_listening_is_a
 
 def test_a_round_trip_through_the_real_handler(short_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     server = _server(lambda *a, **k: _reply("no_answer"))
-    listener = ask_server._listen(short_tmp / "ask.sock")
+    listener = ask_daemon._listen(short_tmp / "ask.sock")
     try:
         thread = _serve_once(listener, server.handle)
         response = ask_server.exchange(short_tmp / "ask.sock", _ask(), timeout_s=10)
