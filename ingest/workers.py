@@ -229,7 +229,8 @@ def stage_specs(ports: pipeline.Ports, settings: ManifoldSettings | None = None)
     from manifold.shared.envelope_auth import ProducerRegistry
 
     notice = _decoder(StageNotice)
-    first = ProducerRegistry.from_settings(settings).verifying(parse_event)
+    registry = ProducerRegistry.from_settings(settings)  # once: it logs the development-key warning
+    first = registry.verifying(parse_event)
     src = topics.STAGE_SOURCES  # where each role reads and writes: shared/topics.py TOPOLOGY
     specs: dict[str, StageSpec[Any, Any]] = {
         "parse": StageSpec("parse", src["parse"], first, _parse_step(ports), _parse_route,
@@ -256,7 +257,7 @@ def stage_specs(ports: pipeline.Ports, settings: ManifoldSettings | None = None)
         from manifold.ingest.acl_applier import access_specs
         from manifold.shared.stores.acl_pg import PostgresAclStore
 
-        specs.update(access_specs(PostgresAclStore.from_settings(settings), ProducerRegistry.from_settings(settings)))
+        specs.update(access_specs(PostgresAclStore.from_settings(settings), registry))
     return specs
 
 
