@@ -14,6 +14,8 @@ Guarantees:
   hold no copy of the ACL; each query resolves its reader's scope from this PostgreSQL state and
   carries it into their filters (`shared/access.py`), so an applied revoke holds in every store
   at once, with no second applier to lag behind.
+- A tombstone (a key without a value, which `manifold purge-tenant` writes so that compaction
+  erases a purged tenant's ACLs and memberships from the topics) is skipped, not dead-lettered.
 - A stopped applier grants nothing: until an event is applied, the previous state (or the
   tenant's default) holds.
 """
@@ -61,12 +63,16 @@ def access_specs(state: AclState, registry: ProducerRegistry) -> dict[str, Any]:
     def never_routed(_: object) -> Output:
         raise AssertionError("the ACL applier has no downstream topic")
 
-    def apply_acl(event: DocumentAclSet) -> None:
+    def apply_acl(event: DocumentAclSet | None) -> None:
+        if event is None:  # a tombstone (purge-tenant erased the key): nothing to apply
+            return
         changed = state.apply_acl(event)
         log.info("acl %s/%s seq %d %s", event.tenant_id, event.document_id, event.seq,
                  "applied" if changed else "not newer: kept")
 
-    def apply_groups(event: GroupsSet) -> None:
+    def apply_groups(event: GroupsSet | None) -> None:
+        if event is None:
+            return
         changed = state.apply_groups(event)
         log.info("groups %s/%s seq %d %s", event.tenant_id, event.user_id, event.seq,
                  "applied" if changed else "not newer: kept")
@@ -74,7 +80,7 @@ def access_specs(state: AclState, registry: ProducerRegistry) -> dict[str, Any]:
     src = topics.STAGE_SOURCES
     return {
         "acl": StageSpec("acl", src["acl"], verifying(registry, parse_acl), apply_acl, never_routed,
-                         none_means="done"),
+                         none_means="done", tombstones=True),
         "groups": StageSpec("groups", src["groups"], verifying(registry, parse_groups), apply_groups,
-                            never_routed, none_means="done"),
+                            never_routed, none_means="done", tombstones=True),
     }

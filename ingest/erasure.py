@@ -78,6 +78,11 @@ class PurgePorts:
     postgres: Callable[[str], dict[str, int]]
     text: TenantStore | None = None
     graph: TenantStore | None = None
+    access_events: Callable[[str], int] | None = None
+    """Write a tombstone for every ACL and membership key of the tenant on the compacted access
+    topics (Kafka keeps their latest value forever otherwise); returns how many. Run before
+    PostgreSQL is purged (the keys are read there). None on the embedded profile, whose bus is
+    a PostgreSQL table purged with the rest."""
 
 
 def purge_tenant(ports: PurgePorts, tenant_id: str) -> dict[str, dict[str, int]]:
@@ -88,5 +93,7 @@ def purge_tenant(ports: PurgePorts, tenant_id: str) -> dict[str, dict[str, int]]
         removed["elasticsearch"] = ports.text.delete_tenant(tenant_id)
     if ports.graph is not None:
         removed["neo4j"] = ports.graph.delete_tenant(tenant_id)
+    if ports.access_events is not None:
+        removed["access_topics"] = {"tombstones": ports.access_events(tenant_id)}
     removed["postgres"] = ports.postgres(tenant_id)
     return removed

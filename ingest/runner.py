@@ -74,6 +74,9 @@ class StageSpec(Generic[In, Out]):
     none_means: str = "stale"
     """What a step returning None means: `stale` (skipped, counted as such) or `done` (a final
     stage with nothing downstream, counted as processed)."""
+    tombstones: bool = False
+    """True on a compacted topic whose keys may be erased (the ACL applier's): a message without a
+    value is a compaction marker, handed to `step` as None; otherwise it is dead-lettered."""
     step_batch: Callable[[list[In]], list[Outcome]] | None = None
     """Optional: handle several items at once; must return one outcome per item, in order (the
     item's result, None, or the exception that item raised) and raise only for a failure of the
@@ -180,9 +183,9 @@ class StageRunner(Generic[In, Out]):
         for msg in msgs:
             try:
                 value = msg.value()
-                if value is None:
+                if value is None and not self.spec.tombstones:
                     raise BadInput("message has no value (tombstone) on a stage topic")
-                item = self.spec.decode(value)
+                item = None if value is None else self.spec.decode(value)
                 decoded.append((msg, item))
                 self._spans[id(msg)].set_attributes(_span_ids(item))
             except Exception as err:  # noqa: BLE001 - any decode failure is this message's own

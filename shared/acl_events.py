@@ -96,10 +96,15 @@ class GroupsSet(_AccessEvent):
 
     @property
     def key(self) -> bytes:
-        return f"{self.tenant_id}/{self.user_id}".encode()
+        return principal_key(self.tenant_id, self.user_id)
 
 
 AccessEvent = DocumentAclSet | GroupsSet
+
+
+def principal_key(tenant_id: str, user_id: str) -> bytes:
+    """The key of a user's membership events on `manifold.principals`: `tenant/user`."""
+    return f"{tenant_id}/{user_id}".encode()
 
 
 def signing_payload(event: AccessEvent, producer: str) -> bytes:

@@ -64,4 +64,29 @@ def purge_ports(settings: ManifoldSettings, postgres: Callable[[str], Any]) -> P
 
     return PurgePorts(postgres=postgres, text=ElasticsearchTextIndex.from_settings(settings),
                       graph=Neo4jGraphStore.from_settings(settings, entity_types=vocabulary.ENTITY_TYPES,
-                                                          relation_types=vocabulary.RELATIONS))
+                                                          relation_types=vocabulary.RELATIONS),
+                      access_events=lambda tenant: access_tombstones(settings, tenant))
+
+
+def access_tombstones(settings: ManifoldSettings, tenant_id: str) -> int:
+    """A tombstone on `manifold.acl` / `manifold.principals` for every key the tenant has in
+    PostgreSQL's ACL state, acknowledged by Kafka: compaction then erases the tenant's ACLs and
+    memberships from the topics. Returns how many were written."""
+    from confluent_kafka import Producer
+
+    from manifold.shared import topics
+    from manifold.shared.acl_events import principal_key
+    from manifold.shared.events import event_key
+    from manifold.shared.kafka import producer_config
+    from manifold.shared.messaging import Deliveries
+    from manifold.shared.stores.acl_pg import PostgresAclStore
+
+    docs, users = PostgresAclStore.from_settings(settings).keys(tenant_id)
+    producer = Producer(producer_config(settings.kafka.bootstrap_servers, "manifold-purge"))
+    deliveries = Deliveries(producer, 60.0, bus="kafka")  # type: ignore[arg-type]  # confluent_kafka's stubs
+    for doc in docs:
+        deliveries.send(topics.ACL, event_key(tenant_id, doc), None)  # type: ignore[arg-type]  # a tombstone
+    for user in users:
+        deliveries.send(topics.PRINCIPALS, principal_key(tenant_id, user), None)  # type: ignore[arg-type]  # a tombstone
+    deliveries.flush()
+    return len(docs) + len(users)

@@ -112,6 +112,15 @@ class PostgresAclStore:
             rows: list[Any] = conn.execute(_ACL_OF, (tenant_id, list(document_ids))).fetchall()
         return {r[0]: AclRow(r[0], int(r[1]), bool(r[2]), tuple(r[3]), tuple(r[4]), r[5]) for r in rows}
 
+    def keys(self, tenant_id: str) -> tuple[list[str], list[str]]:
+        """Every document id with an ACL and every user id with memberships in the tenant."""
+        with self._db.transaction(tenant_id) as conn:
+            docs = [r[0] for r in conn.execute(
+                "SELECT document_id FROM manifold.document_acls WHERE tenant_id = %s ORDER BY 1", (tenant_id,))]
+            users = [r[0] for r in conn.execute(
+                "SELECT user_id FROM manifold.principal_groups WHERE tenant_id = %s ORDER BY 1", (tenant_id,))]
+        return docs, users
+
     def groups_of(self, tenant_id: str, user_id: str) -> tuple[str, ...] | None:
         """The user's applied groups; None when no membership event was applied."""
         with self._db.transaction(tenant_id) as conn:

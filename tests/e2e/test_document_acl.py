@@ -21,6 +21,7 @@ read what.
 from __future__ import annotations
 
 import base64
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -298,3 +299,48 @@ def test_the_checker_catches_a_store_without_its_acl_predicate(acl_world: AclWor
     for user in ("bob", "carol", "nobody-known"):
         found |= store_leaks(acl_world, user, es_client, neo4j_driver, without=store)[store]
     assert found, f"removing the {store} predicate went unnoticed"
+
+
+def test_zz_purge_tenant_erases_the_access_state_and_tombstones_its_topic_keys(
+        acl_world: AclWorld, kafka_bootstrap: str) -> None:
+    """Last in the module (it erases the tenant): after `purge-tenant` no ACL or membership row
+    is left, the latest message of each of the tenant's keys on the compacted access topics is a
+    tombstone (compaction erases the names), and the applier skips tombstones."""
+    from confluent_kafka import Consumer
+
+    from manifold.deploy.compose.distributed import purge_ports
+    from manifold.ingest import erasure
+    from manifold.shared import topics
+    from manifold.shared.stores.acl_pg import PostgresAclStore
+    from manifold.shared.stores.tenant_purge_pg import purge_tenant
+
+    s, tenant = acl_world.settings, acl_world.tenant
+    store = PostgresAclStore.from_settings(s)
+    docs, users = store.keys(tenant)
+    assert docs and users
+    removed = erasure.purge_tenant(purge_ports(s, lambda t: purge_tenant(s.postgres.conninfo(), t)), tenant)
+    assert removed["access_topics"]["tombstones"] == len(docs) + len(users)
+    assert store.keys(tenant) == ([], [])
+    latest: dict[tuple[str, bytes], bytes | None] = {}
+    consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": f"e2e-{uuid.uuid4()}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topics.ACL, topics.PRINCIPALS])
+    idle = 0
+    try:
+        while idle < 3:
+            msgs = consumer.consume(500, timeout=1.0)
+            idle = 0 if msgs else idle + 1
+            for msg in msgs:
+                if msg.error() is None and (msg.key() or b"").startswith(f"{tenant}/".encode()):
+                    latest[(msg.topic(), msg.key())] = msg.value()
+    finally:
+        consumer.close()
+    assert latest and all(value is None for value in latest.values())
+    with running_workers(s, ("acl", "groups")) as errors:  # tombstones are skipped, not dead-lettered
+        time.sleep(10)
+        assert not errors, errors
+    assert store.keys(tenant) == ([], [])
+    from manifold.shared.dlq import DeadLetter
+
+    letters = read_topic(kafka_bootstrap, topics.DLQ, lambda raw: DeadLetter.model_validate_json(raw))
+    assert not [d for d in letters if d.stage in ("acl", "groups") and "tombstone" in d.error], letters[-3:]
