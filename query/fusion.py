@@ -26,15 +26,17 @@
    A branch missing from `weights` has weight 0.
    **Document support** (`document_support` = s in [0, 1], default 0): a document's *lead*
    chunks (its best candidate in the BM25 or the vector branch; never the exact branch) also
-   draw on the document's best showing in the other branch, scaled by s. A lead's contribution
+   draw on the best showing in the other branch of their *neighbourhood* (the document's
+   candidates at most `SUPPORT_WINDOW` chunks away, by `TextHit.ordinal`), scaled by s. A lead's contribution
    from branch b is the larger of its own and s times its document's best: for RRF
    `max(w_b / (k + rank_b), s * w_b / (k + doc_rank_b))`, for normalised fusion
    `w_b * max(norm_b, absent_b + s * (doc_norm_b - absent_b))`, where doc_rank_b / doc_norm_b
-   are the best rank / normalised score of any candidate of the same document in branch b.
+   are the best rank / normalised score of any candidate of the lead's neighbourhood in branch b.
    With s = 0 this is plain chunk-level fusion. With s = 1 a document that one branch finds by
    its title chunk and the other by its body is ranked by both (as document-level fusion would
    rank it), instead of being split into two weak candidates; a chunk that leads no branch
-   keeps only its own evidence, so a weak chunk of a strong document does not ride on it.
+   keeps only its own evidence, so a weak chunk of a strong document does not ride on it; and in
+   a long manual a lead does not ride on a passage about something else far away in it.
 4. **Identity boost (deterministic).** Candidates carrying an exact identity hit
    (`TextHit.identity`) sort before every other candidate; within each group the order is fused
    score descending, then best rank, then chunk id. So an exact id match is never outranked by
@@ -231,7 +233,7 @@ def rrf_scores(candidates: Sequence[_Candidate], weights: Mapping[str, float], k
         for branch in weights:
             value = own(cand, branch)
             if support and id(cand) in leads:
-                value = max(value, support * best.get((branch, cand.hit.document_id), 0.0))
+                value = max(value, support * (best(branch, cand) or 0.0))
             total += value
         out.append(total)
     return out
@@ -263,7 +265,7 @@ def normalised_scores(candidates: Sequence[_Candidate], branches: Mapping[str, S
             if not w:
                 continue
             value = own(cand, branch)
-            doc = best.get((branch, cand.hit.document_id))
+            doc = best(branch, cand) if id(cand) in leads else None
             if support and doc is not None and id(cand) in leads:
                 value = max(value, absent + support * (doc - absent))
             total += w * value
@@ -271,11 +273,20 @@ def normalised_scores(candidates: Sequence[_Candidate], branches: Mapping[str, S
     return out
 
 
+SUPPORT_WINDOW = 2
+"""Document support flows only between chunks at most this many positions apart in their document
+(`TextHit.ordinal`): a short document (an abstract: its title chunk and its body) is supported as
+a whole, while in a long manual a chunk draws only on its own neighbourhood, not on a passage
+about something else fifty chunks away."""
+
+
 def _document_best(candidates: Sequence[_Candidate], value: Callable[[_Candidate, str], float],
-                   ) -> tuple[dict[tuple[str, str], float], set[int]]:
-    """(branch, document id) -> the largest `value` of the document's candidates in that
-    supporting branch; and the leads: `id()` of each document's best candidate per supporting
-    branch (the first in candidate order on a tie)."""
+                   ) -> tuple[Callable[[str, _Candidate], float | None], set[int]]:
+    """(support, leads): `support(branch, cand)` is the largest `value` in that supporting
+    branch of the candidates of `cand`'s document at most `SUPPORT_WINDOW` chunks away from it
+    (None when there is none); the leads are `id()` of each document's best candidate per
+    supporting branch (the first in candidate order on a tie)."""
+    shown: dict[tuple[str, str], list[tuple[int, float]]] = {}
     best: dict[tuple[str, str], float] = {}
     lead: dict[tuple[str, str], int] = {}
     for cand in candidates:
@@ -283,9 +294,16 @@ def _document_best(candidates: Sequence[_Candidate], value: Callable[[_Candidate
             if branch in SUPPORTING_BRANCHES:
                 key = (branch, cand.hit.document_id)
                 v = value(cand, branch)
+                shown.setdefault(key, []).append((cand.hit.ordinal, v))
                 if key not in best or v > best[key]:
                     best[key], lead[key] = v, id(cand)
-    return best, set(lead.values())
+
+    def support(branch: str, cand: _Candidate) -> float | None:
+        near = [v for ordinal, v in shown.get((branch, cand.hit.document_id), ())
+                if abs(ordinal - cand.hit.ordinal) <= SUPPORT_WINDOW]
+        return max(near) if near else None
+
+    return support, set(lead.values())
 
 
 def fuse(branches: Mapping[str, Sequence[TextHit]], *, k: int, weights: Mapping[str, float],

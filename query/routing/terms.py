@@ -5,7 +5,9 @@ identifiers of every other world, the way people write them in manuals, API docs
 
 - `--long-options` and `-x` flags; `ENV_VARS` and `$VARS`; `snake_case`; `dotted.keys`;
   `CamelCase` / `camelCase`; paths (`/etc/ssh/sshd_config`, `~/.gitconfig`, `docs/api.md`);
-  version strings (`1.2.3`, `v2.0`); and anything in backticks.
+  version strings (`1.2.3`, `v2.0`, `2.1-rc1`); and anything in backticks. A bare two-part
+  number (`2.1`) is not a term: it is as often a section number ("2.1 Package loading") as a
+  version, so a passage holding it literally is no likelier to be about the question.
 
 Guarantees:
 - `technical_terms(text)` returns each such term once, as written, in order of first appearance;
@@ -21,7 +23,9 @@ Guarantees:
   and rare words (alphabetic, ≥ 4 letters, not stop words, for which `common(word)` is False).
   `covered(term, texts)` says whether a salient term occurs in any text, comparing words by
   their Snowball stem so `caching` covers `cache`, and a word of six letters or more also by its
-  first letters (all but three, at least five) so `warranty` covers `warrants`. A possessive
+  first letters (all but three, at least five) so `warranty` covers `warrants`. A name glued to
+  its version (`GPLv3`, `IPv6`) is covered by the name and the number apart (`GPL-3`, `GPL 3`,
+  `GPL3`, `GPL version 3`, `GPL v3`), as in a file name `GPL-3.txt`. A possessive
   `'s` is not part of a word; words about the search itself ("keyword", "documents") are not
   salient.
 - Deterministic, no I/O.
@@ -35,7 +39,7 @@ from collections.abc import Callable, Iterable
 from manifold.query.routing.lexicon import QUESTION_WORDS, STOPWORDS
 from manifold.shared import analysis
 
-__all__ = ["covered", "occurs", "salient_terms", "technical_terms"]
+__all__ = ["covered", "occurs", "salient_terms", "technical_terms", "version_variants"]
 
 _BOUND_L = r"(?<![\w$./~-])"
 _BOUND_R = r"(?![\w/-]|\.[\w])"
@@ -51,7 +55,8 @@ _PATTERNS: tuple[re.Pattern[str], ...] = tuple(re.compile(p) for p in (
     _BOUND_L + r"([A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*)+)" + _BOUND_R,        # dotted.key
     _BOUND_L + r"([a-z]+(?:[A-Z][a-z0-9]*)+)" + _BOUND_R,                    # camelCase
     _BOUND_L + r"([A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+)" + _BOUND_R,            # CamelCase
-    _BOUND_L + r"(v?\d+(?:\.\d+){1,3}(?:[-+~][A-Za-z0-9.]+)?)" + _BOUND_R,  # 1.2.3, v2.0
+    _BOUND_L + r"(v\d+(?:\.\d+){1,3}(?:[-+~][A-Za-z0-9.]+)?|\d+(?:\.\d+){2,3}(?:[-+~][A-Za-z0-9.]+)?|"
+               r"\d+\.\d+[-+~][A-Za-z0-9.]+)" + _BOUND_R,                         # 1.2.3, v2.0, 2.1-rc1
 ))
 _DOTTED = re.compile(r"[A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*)+")
 _QUOTED = re.compile(r"\"([^\"]{2,80})\"|“([^”]{2,80})”|(?<![A-Za-z])'([^'\n]{3,80})'(?![A-Za-z])")
@@ -153,10 +158,24 @@ def _stems(text: str) -> set[str]:
     return set(analysis.terms(text))
 
 
+_GLUED_VERSION = re.compile(r"([A-Za-z][A-Za-z0-9]*?[A-Za-z])v(\d+(?:\.\d+)?)")
+
+
+def version_variants(term: str) -> list[str]:
+    """The spellings of a name glued to its version (`GPLv3` -> `GPL 3`, `GPL3`, `GPL version 3`,
+    `GPL v3`); `occurs` matches `GPL 3` as `GPL-3` and `GPL_3` too. Empty for any other term."""
+    match = _GLUED_VERSION.fullmatch(term.strip())
+    if match is None:
+        return []
+    name, number = match.groups()
+    return [f"{name} {number}", f"{name}{number}", f"{name} version {number}", f"{name} v{number}"]
+
+
 def covered(term: str, texts: Iterable[str]) -> bool:
-    """Whether `term` occurs in any of `texts`: literally, or (a single word) by its stem."""
+    """Whether `term` occurs in any of `texts`: literally, as a glued name and version written
+    apart (`version_variants`), or (a single word) by its stem."""
     texts = list(texts)
-    if any(occurs(term, t) for t in texts):
+    if any(occurs(v, t) for v in (term, *version_variants(term)) for t in texts):
         return True
     if " " in term.strip() or not term.isalpha():
         return False

@@ -196,3 +196,16 @@ def test_a_record_that_names_its_fields_is_quoted_as_it_is_even_on_the_first_lin
     records = _hit("r", "alpha_4: Adlm | name: Adlam | numeric: 166\nalpha_4: Cher | name: Cherokee | numeric: 445")
     picked = best_passage("Which code does the Adlam script have?", [records])
     assert picked is not None and picked[1] == "alpha_4: Adlm | name: Adlam | numeric: 166"
+
+
+def test_a_bare_two_part_number_is_not_a_technical_term_but_versions_are() -> None:
+    assert technical_terms("In the LGPL 2.1, how small must inline functions be?") == []
+    assert technical_terms("What changed in v2.0, 1.2.3 and 2.1-rc1?") == ["v2.0", "1.2.3", "2.1-rc1"]
+
+
+def test_a_name_glued_to_its_version_is_covered_by_the_name_and_number_apart() -> None:
+    assert covered("GPLv3", ["legal/GPL-3.txt"])
+    assert covered("GPLv3", ["the GNU GPL version 3 or any later version"])
+    assert covered("IPv6", ["IP v6 addresses"])
+    assert not covered("GPLv3", ["GPL-2+ only"])
+    assert not covered("IPv6", ["IPv4 only"])

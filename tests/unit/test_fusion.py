@@ -258,3 +258,20 @@ def test_support_never_comes_from_the_exact_branch_and_is_bounded() -> None:
     assert got["other"] == pytest.approx(0.5)  # its own BM25 score only: the exact hit lends nothing
     with pytest.raises(ValueError, match="document_support"):
         fuse(branches, k=K, weights=W, per_document_cap=1, limit=1, document_support=1.5)
+
+
+def test_support_flows_only_within_a_chunks_neighbourhood_of_its_document() -> None:
+    # a long manual: its BM25 lead is chunk 0, its vector lead chunk 40 (another topic)
+    far = {"bm25": [scored("t", 1, 9.0, doc="d1"), scored("x", 2, 8.5, doc="d2")],
+           "vector": [scored("b", 1, 0.9, "vector", doc="d1").model_copy(update={"ordinal": 40}),
+                      scored("x", 2, 0.85, "vector", doc="d2")]}
+    out = fuse(far, k=K, weights={"bm25": 0.5, "vector": 0.5}, per_document_cap=3, limit=10, method="minmax",
+               document_support=1.0)
+    scores = {f.hit.chunk_id: f.score for f in out.hits}
+    assert (scores["t"], scores["b"]) == pytest.approx((0.5, 0.5))  # each keeps its own branch only
+    near = {b: [h.model_copy(update={"ordinal": 1}) if h.chunk_id == "b" else h for h in hits]
+            for b, hits in far.items()}
+    out = fuse(near, k=K, weights={"bm25": 0.5, "vector": 0.5}, per_document_cap=3, limit=10, method="minmax",
+               document_support=1.0)
+    scores = {f.hit.chunk_id: f.score for f in out.hits}
+    assert (scores["t"], scores["b"]) == pytest.approx((1.0, 1.0))  # neighbours: the document's both branches
