@@ -521,6 +521,71 @@ def serve_section(results: Path) -> list[str]:
     return out
 
 
+def acl_section(results: Path) -> list[str]:
+    data = _load(results, "acl_bench.json")
+    out = ["## Per-document access control (issue 29)", ""]
+    if data is None:
+        return out + ["Not measured yet: run `bench/acl_bench.py` (distributed stack up and migrated).", ""]
+    parts = data.get("parts", {})
+    out += [f"Source: `bench/results/acl_bench.json` (`bench/acl_bench.py`, machine: {_machine_note(data)}; a shared "
+            "machine, see the file's loadavg). There is no Elasticsearch/Neo4j copy of an ACL and so no "
+            "Elasticsearch/Neo4j applier: each request resolves its reader's scope from PostgreSQL once and carries "
+            "it into the Elasticsearch filter and the Neo4j predicate, so revoke-to-enforced is published \u2192 "
+            "the ACL applier commits in PostgreSQL \u2192 the next request is denied, in every store at once. "
+            "\u201cPaused\u201d is the applier itself stopped.", ""]
+    rev = parts.get("revoke")
+    if rev:
+        rows = []
+        for case in ("document_acl", "group_membership"):
+            r, z = rev[case]["running_applier"]["publish_to_denied"], rev[case]["paused_applier"]
+            rows.append([case.replace("_", " "), r["n"], r["p50_ms"], r["p95_ms"], r["p99_ms"], r["max_ms"],
+                         f"{z['allowed_while_paused']}/{z['reads_while_paused']}", z["resume_to_denied"]["p50_ms"],
+                         z["resume_to_denied"]["max_ms"]])
+        out += [f"Revoke \u2192 first denied read (resolve_scope + Elasticsearch search + PostgreSQL read, tight poll; "
+                f"commit `{str(rev['commit'])[:10]}`, target p99 \u2264 2,000 ms with the applier running):", ""]
+        out += _table(["revoke", "n", "p50 ms", "p95 ms", "p99 ms", "max ms", "reads allowed while paused",
+                       "resume \u2192 denied p50 ms", "max ms"], rows)
+        out += ["", "While the applier is stopped, the previous ACL holds (every read in the pause still returned the "
+                "document): a revoke is enforced only once the applier commits it. Resume includes the role's "
+                "start and consumer-group join.", ""]
+        exp = parts.get("revoke_experiment_cached_lag")
+        if exp:
+            e = [exp[c]["running_applier"]["publish_to_denied"] for c in ("document_acl", "group_membership")]
+            out += ["The slow tail is the workers' Kafka lag gauge, not the ACL path: every 5 s the stage loop asks "
+                    "the broker for each of the topic's 6 partitions' watermarks (`kafka.consumer_lag`, "
+                    "`cached=False`), each request queued behind the consumer's long-poll fetch (up to 500 ms), so "
+                    "the loop stalls up to ~3 s and an event arriving then waits. With that gauge reading cached "
+                    "watermarks instead (a patch inside the benchmark only, `--experiment-cached-lag`, product code "
+                    f"unchanged) the same measurement gave p99 **{_fmt(e[0]['p99_ms'])} ms** (document ACL) and "
+                    f"**{_fmt(e[1]['p99_ms'])} ms** (membership), max {_fmt(e[0]['max_ms'])} / {_fmt(e[1]['max_ms'])} ms.",
+                    ""]
+    cost = parts.get("cost")
+    if cost:
+        b, w = cost["backlog_after_resume"], cost["while_running"]
+        emb = cost["embedding_calls_during_acl_changes"]
+        out += [f"Cost of an ACL change ({cost['events']} `DocumentAclSet` events): backlog applied at "
+                f"**{_fmt(b['changes_per_s_applied_at_span'])}/s** (first \u2192 last commit; "
+                f"{_fmt(b['start_to_all_applied_s'])} s from applier start to all applied), "
+                f"{_fmt(w['changes_per_s_applied_at_span'])}/s when published to a running applier; embedding calls "
+                f"**{emb['encode_calls']}** (model loads {emb['warm_up_calls']}); content versions before/after "
+                f"{cost['content_versions_before_after'][0]}/{cost['content_versions_before_after'][1]}.", ""]
+    rec = parts.get("recall")
+    if rec:
+        ds = rec["dataset"]
+        out += [f"Filtered vector recall@10 against exact search among the readable chunks ({ds.get('chunks', '?')} "
+                f"chunks, {ds.get('documents', '?')} documents; {ds.get('corpus', '')}; {rec['queries']}; "
+                f"commit `{str(rec['commit'])[:10]}`). Mode = what the planner chose (`mode=None`); forced HNSW is "
+                "what it avoids:", ""]
+        rows = [[v["acl_default"], f"{100 * v['readable_share']:g} %", v["readable_chunks"],
+                 ", ".join(f"{m} {n}" for m, n in v["mode_chosen"].items()), v["recall_at_10_mean"],
+                 v["latency_auto"]["p50_ms"], v["latency_auto"]["p95_ms"], v["forced_hnsw"]["recall_at_10_mean"]]
+                for v in rec["results"].values()]
+        out += _table(["default", "readable", "chunks", "mode", "recall@10", "p50 ms", "p95 ms",
+                       "forced HNSW recall@10"], rows)
+        out += ["", "Targets: \u2265 0.95 at 1 %, \u2265 0.90 at 0.1 %.", ""]
+    return out
+
+
 def build(results: Path) -> str:
     m = machine()
     lines = ["# Benchmarks", "",
@@ -536,6 +601,7 @@ def build(results: Path) -> str:
     lines += golden_section(results)
     lines += serve_section(results)
     lines += unseen_section(results)
+    lines += acl_section(results)
     from report_everyday import everyday_section  # here, not at the top: it imports this module's helpers
 
     lines += everyday_section(results)
@@ -544,7 +610,7 @@ def build(results: Path) -> str:
                                      "serve_latency.json", "scifact_offline_bm25.json", "unseen_worlds.json",
                                      "unseen_worlds_dev.json", "scifact_titled.json", "everyday_baselines.json",
                                      "everyday_embedded.json", "everyday_distributed.json", "guard_eval.json",
-                                     "embedded_ask_latency.json"})
+                                     "embedded_ask_latency.json", "acl_bench.json"})
     return "\n".join(lines) + "\n"
 
 
