@@ -60,10 +60,12 @@ _INVOICE_SOURCE = re.compile(r"\binvoice[ds]?\b|\bbilled\b|\bpaid\b|\bcharged\b"
 _NOTICE = re.compile(r"\bnotice\b|\bannouncement\b|\bdelay(?:ed)?\b", re.I)
 
 
-PASSAGE_DOCUMENT_CAP = 4
+PASSAGE_DOCUMENT_CAP = 5
 """Chunks of one document among a passage search's five: a manual's answer is usually in one
 document, whose neighbouring passages beat weak passages of others (bench/eval_everyday.py, dev
-half: the fact in the top five for 41 of 74 questions with a cap of 2, 53 with 5)."""
+half: the fact in the top five for 41 of 74 questions with a cap of 2, 53 with 5 when every
+lead drew on its whole document; once document support flows only within a chunk's
+neighbourhood (`fusion.SUPPORT_WINDOW`), 64 with 5 against 63 with 4)."""
 
 
 class PlanningGap(ValueError):
