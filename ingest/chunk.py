@@ -238,7 +238,8 @@ def _labelled_tables(doc: DocRef) -> bool:
     if declared in _JSON_TYPES:
         return True
     name = doc.metadata.get("filename")
-    return declared in _OPAQUE_TYPES and PurePath(name if isinstance(name, str) else doc.document_id).suffix.lower() == ".json"
+    path = PurePath(name if isinstance(name, str) else doc.document_id)
+    return declared in _OPAQUE_TYPES and path.suffix.lower() == ".json"
 
 
 _JSON_TYPES = frozenset({"application/json", "text/json"})
