@@ -120,10 +120,16 @@ def commit_sync(consumer: messaging.Consumer, message: messaging.Message | None 
 
 
 def consumer_lag(consumer: Consumer) -> int:
-    """Messages on the partitions assigned to `consumer` past its positions (for the lag gauge)."""
+    """Messages on the partitions assigned to `consumer` past its positions (for the lag gauge).
+
+    Reads the watermarks the consumer already holds from its last fetch responses (no broker
+    round trip, so the consume loop that calls it never waits on it); only a partition not yet
+    fetched asks the broker, with a 1 s timeout. A gauge, so it may trail by one fetch."""
     assigned: list[TopicPartition] = consumer.assignment()
     lag = 0
     for tp in consumer.position(assigned) if assigned else []:
-        low, high = consumer.get_watermark_offsets(tp, timeout=2, cached=False)
-        lag += max(0, high - (tp.offset if tp.offset >= 0 else low))
+        low, high = consumer.get_watermark_offsets(tp, cached=True)
+        if high < 0:  # nothing fetched from this partition yet
+            low, high = consumer.get_watermark_offsets(tp, timeout=1, cached=False)
+        lag += max(0, high - (tp.offset if tp.offset >= 0 else max(low, 0)))
     return lag
