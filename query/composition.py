@@ -63,14 +63,13 @@ class _AclReaders:
 
     def __init__(self, connections: Any, settings: ManifoldSettings) -> None:
         self._db = connections
-        self._default = settings.query.acl_default
-        self._per_tenant = dict(settings.query.acl_tenant_defaults)
+        self._query = settings.query
 
     def scope(self, principal: Principal) -> Any:
         from manifold.shared.stores.acl_pg import resolve_scope
 
-        default = self._per_tenant.get(principal.tenant_id, self._default)
-        return resolve_scope(self._db, principal.tenant_id, principal.subject, default)
+        return resolve_scope(self._db, principal.tenant_id, principal.subject,
+                             self._query.acl_default_for(principal.tenant_id))
 
 
 class _SignedContinuations:

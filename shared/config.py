@@ -243,6 +243,10 @@ class QuerySettings(_Section):
                               "as before per-document ACLs) or `none` (nobody until its ACL arrives: fail closed)")
     acl_tenant_defaults: dict[str, Literal["tenant", "none"]] = Field(
         default_factory=dict, description="per-tenant override of `acl_default`")
+
+    def acl_default_for(self, tenant_id: str) -> Literal["tenant", "none"]:
+        """The default that applies to `tenant_id`'s documents without an ACL."""
+        return self.acl_tenant_defaults.get(tenant_id, self.acl_default)
     exact_search_below: int = Field(2000, ge=0, description="vector search is exact when the filtered set is smaller")
     breaker_failures: int = Field(3, ge=1, le=100, description="consecutive failures that open a source's breaker")
     breaker_reset_s: float = Field(15.0, gt=0)

@@ -116,7 +116,7 @@ def readers_text(public: bool, users: Sequence[str], groups: Sequence[str]) -> s
 
 def tenant_default(settings: Any, tenant_id: str) -> str:
     """Who may read a document of `tenant_id` that has no ACL: `tenant` or `none`."""
-    return str(settings.query.acl_tenant_defaults.get(tenant_id, settings.query.acl_default))
+    return str(settings.query.acl_default_for(tenant_id))
 
 
 def acl_json(row: Any) -> dict[str, Any]:

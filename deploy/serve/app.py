@@ -237,11 +237,11 @@ def create_app(settings: ManifoldSettings, backend: Backend, verifier: TokenVeri
     @app.get("/v1/documents", response_model=DocumentList, tags=["documents"])
     def documents(auth: tuple[Principal, str] = reader) -> DocumentList:
         """Every document of the caller's tenant: active version and the state of each version."""
-        return DocumentList(documents=_documents(auth[0].tenant_id))
+        return DocumentList(documents=_documents(auth[0]))
 
-    def _documents(tenant_id: str) -> list[DocumentStatus]:
+    def _documents(principal: Principal) -> list[DocumentStatus]:
         try:
-            return backend.documents(tenant_id)
+            return backend.documents(principal)
         except Transient as err:
             raise ApiProblem(503, "unavailable", f"the manifest cannot be read: {err}", retry_after(2)) from None
 
@@ -292,7 +292,7 @@ def create_app(settings: ManifoldSettings, backend: Backend, verifier: TokenVeri
         default that then applies (`tenant`: everyone in the tenant; `none`: nobody)."""
         _check_id(document_id)
         tenant = auth[0].tenant_id
-        default = settings.query.acl_tenant_defaults.get(tenant, q.acl_default)
+        default = q.acl_default_for(tenant)
         row = _read_access(lambda: backend.acl(tenant, document_id))
         if row is None:
             return AclState(document_id=document_id, acl="default", default=default)
@@ -319,7 +319,7 @@ def create_app(settings: ManifoldSettings, backend: Backend, verifier: TokenVeri
     @app.get("/v1/documents/{document_id:path}", response_model=DocumentStatus, tags=["documents"])
     def document(document_id: str, auth: tuple[Principal, str] = reader) -> DocumentStatus:
         """One document of the caller's tenant (404 if the tenant has no such document)."""
-        for doc in _documents(auth[0].tenant_id):
+        for doc in _documents(auth[0]):
             if doc.document_id == document_id:
                 return doc
         raise ApiProblem(404, "no-such-document", f"no document {document_id!r}")

@@ -43,8 +43,9 @@ class Backend(Protocol):
     def answer(self, request: QueryRequest, principal: Principal, token: str) -> QueryReply:
         """The reply to one request for a verified principal (see module guarantees)."""
 
-    def documents(self, tenant_id: str) -> list[DocumentStatus]:
-        """Every document of the tenant in the manifest (read-only)."""
+    def documents(self, principal: Principal) -> list[DocumentStatus]:
+        """The documents of the principal's tenant in the manifest that the principal may read
+        (read-only; the query role's row-level security applies the principal's ACL scope)."""
 
     def publish(self, tenant_id: str, document_id: str, content: bytes, media_type: str) -> int | None:
         """Publish a document version; None when the content is unchanged. ValueError if too large."""
@@ -89,15 +90,24 @@ class AclReader:
 
 
 class ManifestReader:
-    """Document status from `manifold.version_manifest` through the read-only query role."""
+    """Document status from `manifold.version_manifest` through the read-only query role, as
+    the asking principal: its read scope is resolved from the ACL state first (as a query turn
+    does) and the manifest is read under it, so the list never names a document the principal
+    may not read (the RESTRICTIVE `acl_readable` policy filters the rows in PostgreSQL)."""
 
     def __init__(self, settings: ManifoldSettings) -> None:
         from manifold.shared.stores.pg_connections import TenantConnections
 
         self._db = TenantConnections(settings.postgres.query_conninfo(), connect_timeout=5)
+        self._query = settings.query
 
-    def documents(self, tenant_id: str) -> list[DocumentStatus]:
-        with self._db.transaction(tenant_id, snapshot=True) as conn:
+    def documents(self, principal: Principal) -> list[DocumentStatus]:
+        from manifold.shared.access import reading_as
+        from manifold.shared.stores.acl_pg import resolve_scope
+
+        tenant_id = principal.tenant_id
+        scope = resolve_scope(self._db, tenant_id, principal.subject, self._query.acl_default_for(tenant_id))
+        with reading_as(scope), self._db.transaction(tenant_id, snapshot=True) as conn:
             rows = conn.execute("SELECT document_id, version, state FROM manifold.version_manifest "
                                 "WHERE tenant_id = %s ORDER BY document_id, version", (tenant_id,)).fetchall()
         by_doc: dict[str, dict[int, str]] = {}
@@ -161,8 +171,8 @@ class GatewayBackend:
             finally:
                 self._idle.put(client)
 
-    def documents(self, tenant_id: str) -> list[DocumentStatus]:
-        return self._manifest.documents(tenant_id)
+    def documents(self, principal: Principal) -> list[DocumentStatus]:
+        return self._manifest.documents(principal)
 
     def _client(self) -> Any:
         with self._lock:
@@ -256,8 +266,8 @@ class InProcessBackend:
     def answer(self, request: QueryRequest, principal: Principal, token: str) -> QueryReply:
         return self._answerer.answer(request, principal)  # type: ignore[no-any-return]  # the answerer is Any
 
-    def documents(self, tenant_id: str) -> list[DocumentStatus]:
-        return self._manifest.documents(tenant_id)
+    def documents(self, principal: Principal) -> list[DocumentStatus]:
+        return self._manifest.documents(principal)
 
     def _client(self) -> Any:
         with self._lock:

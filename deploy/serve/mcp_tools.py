@@ -148,7 +148,7 @@ def build_mcp(settings: ManifoldSettings, backend: Backend, principal_of: Princi
                               document_id: Annotated[str | None, Field(min_length=1, max_length=512)] = None
                               ) -> DocumentList:
         principal, _ = principal_of(ctx)
-        docs = await anyio.to_thread.run_sync(backend.documents, principal.tenant_id)
+        docs = await anyio.to_thread.run_sync(backend.documents, principal)
         return DocumentList(documents=[d for d in docs if document_id is None or d.document_id == document_id])
 
     return mcp

@@ -14,6 +14,7 @@ import pytest
 from manifold.deploy.serve.app import create_app
 from manifold.deploy.serve.models import DocumentStatus
 from manifold.query.auth import TokenVerifier, mint_token, signing_key
+from manifold.query.types import Principal
 from manifold.shared.acl_events import DocumentAclSet, GroupsSet
 from manifold.shared.config import ManifoldSettings, QuerySettings, ServerSettings
 from manifold.shared.errors import Transient
@@ -36,7 +37,7 @@ class FakeBackend:
         self.sent: list[Any] = []
         self.fail: Exception | None = None
 
-    def documents(self, tenant_id: str) -> list[DocumentStatus]:
+    def documents(self, principal: Principal) -> list[DocumentStatus]:
         return [DocumentStatus(document_id="dir/acl", active_version=1, state="active", versions={1: "active"})]
 
     def set_acl(self, tenant_id: str, document_id: str, *, users: list[str], groups: list[str], public: bool,

@@ -44,8 +44,8 @@ class FakeBackend:
         return QueryReply(request_id=request.request_id, status="answered", answer=f"for {principal.tenant_id}",
                           trace=Trace(request_id=request.request_id))
 
-    def documents(self, tenant_id: str) -> list[DocumentStatus]:
-        return [DocumentStatus(document_id=f"{tenant_id}/a.txt", active_version=1, state="active",
+    def documents(self, principal: Principal) -> list[DocumentStatus]:
+        return [DocumentStatus(document_id=f"{principal.tenant_id}/a.txt", active_version=1, state="active",
                                versions={1: "active"})]
 
     def publish(self, tenant_id: str, document_id: str, content: bytes, media_type: str) -> int | None:
