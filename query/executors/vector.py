@@ -56,6 +56,7 @@ from manifold.query.evidence import (
 )
 from manifold.query.plan import VectorSearchParams
 from manifold.query.types import Gap, StepResult, TextHit
+from manifold.shared import access
 from manifold.shared.config import QuerySettings
 from manifold.shared.embedding import Embedder
 from manifold.shared.embedding_configs import PRIMARY, ConfigEmbedders
@@ -193,8 +194,7 @@ class VectorExecutor:
         """`search_vector` with the vector made from the active configuration's name, inside the
         search's snapshot."""
         clock = StoreClock()
-        args: dict[str, Any] = {"tenant": tenant_id,
-                                "docs": list(document_ids) if document_ids is not None else None,
+        args: dict[str, Any] = {"tenant": tenant_id, "docs": _within_scope(tenant_id, document_ids),
                                 "limit": limit, "cap": self._settings.exact_search_below}
         count: int | None = None
         with clock, self._db.transaction(tenant_id, snapshot=True) as conn:
@@ -236,3 +236,21 @@ class VectorExecutor:
         """Ground truth for recall: exact search under the same tenant filter."""
         return self.search_vector(vector, tenant_id=tenant_id, limit=limit, timeout_s=timeout_s,
                                   document_ids=document_ids, mode="exact")
+
+
+_NARROW_MAX_DOCS = 1000
+"""Above this many readable documents the allow-list is not passed as a filter (a long `ANY`
+list costs more to plan and probe than the policy's hashed set)."""
+
+
+def _within_scope(tenant_id: str, document_ids: Sequence[str] | None) -> list[str] | None:
+    """The document filter of a search: `document_ids`, narrowed to the reader's allow-list when
+    its scope is one (default `none`). Only a planning aid, so the count and the exact scan use the
+    `document_id` index instead of reading every chunk of the tenant through the policy; the
+    RESTRICTIVE policies still decide what is read."""
+    scope = access.for_tenant(tenant_id)
+    if scope is None or not scope.allow or len(scope.documents) > _NARROW_MAX_DOCS:
+        return list(document_ids) if document_ids is not None else None
+    if document_ids is None:
+        return sorted(scope.documents)
+    return [d for d in document_ids if d in scope.documents]

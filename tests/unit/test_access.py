@@ -187,3 +187,17 @@ def test_the_access_client_validates_before_it_publishes() -> None:
     event = client.set_acl("acme", "hr/pay.csv", groups=["hr"])
     assert sent[0][0] == "manifold.acl" and event.signature and event.seq > 1_600_000_000_000_000
     assert _decode("acl")(sent[0][1]).groups == ["hr"]  # the applier's registry verifies what it signed
+
+
+def test_vector_search_narrows_its_document_filter_to_an_allow_list_only() -> None:
+    from manifold.query.executors.vector import _within_scope
+
+    allow = ReadScope("acme", "ann", "none", allow=True, documents=frozenset({"a.md", "b.md"}))
+    deny = ReadScope("acme", "bob", "tenant", allow=False, documents=frozenset({"a.md"}))
+    with reading_as(allow):
+        assert _within_scope("acme", None) == ["a.md", "b.md"]
+        assert _within_scope("acme", ["b.md", "c.md"]) == ["b.md"]
+        assert _within_scope("other", ["c.md"]) == ["c.md"]  # not this scope's tenant: unchanged
+    with reading_as(deny):  # a deny-list is left to the policies (the filter stays as asked)
+        assert _within_scope("acme", None) is None
+        assert _within_scope("acme", ["a.md", "c.md"]) == ["a.md", "c.md"]
