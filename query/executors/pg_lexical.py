@@ -28,6 +28,11 @@ dropped it); none changes the order within one tenant's corpus except through th
 verified by extracting identifiers from the title), source `"postgres"` by `serving_chunks` /
 `serving_records` exactly as `exact.py`. Evidence is labelled `store="postgres"`.
 
+**Plan shape**: `stats` and `df` are `MATERIALIZED` (computed once). Inlined, the row-level
+security predicates (tenant, active version, per-document ACL) make the planner estimate one row
+everywhere and rescan the whole-tenant `stats` aggregate once per posting (21 s instead of 70 ms
+for a three-term question over 5,000 chunks).
+
 Both: the tenant is only the `tenant_id` argument (set for the transaction and named in every
 statement); a local statement timeout from the step budget; the active-version final check last.
 """
@@ -74,13 +79,13 @@ _TEXT_COLUMNS = ("c.chunk_id, c.document_id, c.version, c.section_id, c.section_
 BM25_SQL = f"""
 WITH q AS (
     SELECT term, qtf FROM unnest(%(terms)s::text[], %(qtfs)s::int[]) AS q(term, qtf)
-), stats AS (
+), stats AS MATERIALIZED (
     SELECT count(*) FILTER (WHERE text_length > 0)::float8 AS n_text,
            coalesce(sum(text_length), 0)::float8 AS sum_text,
            count(*) FILTER (WHERE title_length > 0)::float8 AS n_title,
            coalesce(sum(title_length), 0)::float8 AS sum_title
     FROM manifold.text_chunks WHERE tenant_id = %(tenant)s AND serving AND text_schema_version = %(schema)s
-), df AS (
+), df AS MATERIALIZED (
     SELECT t.field, t.term, count(*)::float8 AS n_t
     FROM manifold.text_terms t
     JOIN manifold.text_chunks c ON c.tenant_id = t.tenant_id AND c.chunk_id = t.chunk_id
