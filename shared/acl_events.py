@@ -37,7 +37,7 @@ from typing import Annotated, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from manifold.shared.errors import BadInput
-from manifold.shared.events import TenantId, _check_document_id, event_key
+from manifold.shared.events import TenantId, check_document_id, event_key
 
 SIGNING_CONTEXT = "manifold.acl.v1"
 MAX_READERS = 10_000
@@ -69,7 +69,7 @@ class DocumentAclSet(_AccessEvent):
     users: list[Name] = Field(default_factory=list, max_length=MAX_READERS)
     groups: list[Name] = Field(default_factory=list, max_length=MAX_READERS)
 
-    _doc_id = field_validator("document_id")(_check_document_id)
+    _doc_id = field_validator("document_id")(check_document_id)
     _norm = field_validator("users", "groups")(_sorted_unique)
 
     @property

@@ -50,11 +50,30 @@ Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 MetadataValue = str | int | float | bool | None
 
 
-def _check_document_id(value: str) -> str:
+_URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+_SEGMENT_SEPARATORS = re.compile(r"[/\\]")
+
+
+def check_document_id(value: str) -> str:
+    """`value` if it is a valid document id, else `ValueError` saying why.
+
+    An id is 1-512 characters without control characters, and is never path-shaped in a way that
+    could name something outside its tenant's namespace: no leading `/` (or `\\`), and no empty,
+    `.` or `..` segment between separators (`/` or `\\`). A URL-shaped id keeps its `scheme://`
+    (`https://wiki.example/page` is valid; `https://../x` is not). The same rule holds for the
+    upstream contract (every event model), the HTTP API and `manifold ingest`."""
     if not 1 <= len(value) <= 512:
         raise ValueError("document_id must be 1-512 characters")
     if _DOC_ID_FORBIDDEN.search(value):
         raise ValueError("document_id must not contain control characters")
+    rest = _URL_SCHEME.sub("", value, count=1)
+    segments = _SEGMENT_SEPARATORS.split(rest)
+    if segments[0] == "" and len(segments) > 1:
+        raise ValueError(f"document_id must not start with a path separator: {value!r}")
+    bad = next((s for s in segments if s in ("", ".", "..")), None)
+    if bad is not None:
+        shown = "an empty" if bad == "" else f"a {bad!r}"
+        raise ValueError(f"document_id must not contain {shown} path segment: {value!r}")
     return value
 
 
@@ -82,7 +101,7 @@ class _Envelope(BaseModel):
     signature: str | None = Field(None, max_length=128)
     """`hmac-sha256:<hex>` over the envelope's signed fields (`shared.envelope_auth`)."""
 
-    _doc_id = field_validator("document_id")(_check_document_id)
+    _doc_id = field_validator("document_id")(check_document_id)
 
     @property
     def key(self) -> bytes:

@@ -314,10 +314,10 @@ def _acl_show(args: argparse.Namespace) -> int:
 
 def check_document_id(document_id: str) -> None:
     """`UsageError` for a document id no ACL event could carry."""
-    from manifold.shared.events import _check_document_id
+    from manifold.shared.events import check_document_id
 
     try:
-        _check_document_id(document_id)
+        check_document_id(document_id)
     except ValueError as err:
         raise UsageError(str(err)) from None
 

@@ -267,10 +267,10 @@ def create_app(settings: ManifoldSettings, backend: Backend, verifier: TokenVeri
             raise ApiProblem(503, "unavailable", f"the access state cannot be read: {err}", retry_after(2)) from None
 
     def _check_id(document_id: str) -> None:
-        from manifold.shared.events import _check_document_id
+        from manifold.shared.events import check_document_id
 
         try:
-            _check_document_id(document_id)
+            check_document_id(document_id)
         except ValueError as err:
             raise ApiProblem(422, "invalid-request", str(err)) from None
 
@@ -339,6 +339,7 @@ def create_app(settings: ManifoldSettings, backend: Backend, verifier: TokenVeri
         ledger, claim check for large content, events acknowledged by the bus). 202: a new version
         is on its way (poll `GET /v1/documents/{id}` until it is active); 200: content unchanged."""
         document_id, content, media_type, fallback = await _read_upload(request)
+        _check_id(document_id)
         media = _media_type(document_id, content, media_type, fallback)
         try:
             version = await run_in_threadpool(backend.publish, auth[0].tenant_id, document_id, content, media)
@@ -397,6 +398,7 @@ def create_app(settings: ManifoldSettings, backend: Backend, verifier: TokenVeri
     @app.delete("/v1/documents/{document_id:path}", response_model=Published, status_code=202, tags=["documents"])
     def delete(document_id: str, auth: tuple[Principal, str] = writer) -> Published:
         """Publish the deletion of a document; every store drops it once the delete is applied."""
+        _check_id(document_id)
         try:
             version = backend.delete(auth[0].tenant_id, document_id)
         except Transient as err:

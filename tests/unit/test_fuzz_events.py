@@ -14,6 +14,7 @@ import base64
 import hashlib
 import json
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -22,6 +23,7 @@ from manifold.shared.events import (
     MAX_INLINE_BYTES,
     DocumentDeleted,
     DocumentUpserted,
+    check_document_id,
     event_key,
     parse_event,
     upserted,
@@ -35,7 +37,17 @@ json_values = st.recursive(
     max_leaves=20,
 )
 tenants = st.from_regex(r"\A[a-z0-9][a-z0-9_-]{0,62}\Z")
-document_ids = st.text(st.characters(blacklist_categories=("Cc", "Cs")), min_size=1, max_size=80)
+
+
+def _well_shaped(document_id: str) -> bool:
+    try:
+        check_document_id(document_id)
+    except ValueError:
+        return False
+    return True
+
+
+document_ids = st.text(st.characters(blacklist_categories=("Cc", "Cs")), min_size=1, max_size=80).filter(_well_shaped)
 media_types = st.sampled_from(["text/plain", "text/markdown", "application/pdf", "text/csv", "application/json",
                                "application/vnd.openxmlformats-officedocument.wordprocessingml.document"])
 metadata = st.dictionaries(st.text(min_size=1, max_size=20),
@@ -117,3 +129,17 @@ def test_wrongly_encoded_or_mismatched_content_is_bad_event(content: bytes, junk
     _accepts_or_bad_event(json.dumps(body).encode())
     body["content_b64"] = base64.b64encode(content + b"x").decode()
     assert _accepts_or_bad_event(json.dumps(body).encode()) is None  # size and hash no longer match
+
+
+@given(st.sampled_from(["../../etc/passwd", "/etc/passwd", "a/../../b.txt", "a//b", "dir/", ".", "..",
+                        "\\\\server\\share", "x\\..\\y", "https://../x"]),
+       st.integers(min_value=1, max_value=5))
+def test_path_shaped_document_ids_are_refused_by_every_event(document_id: str, version: int) -> None:
+    # leading separator, empty / "." / ".." segments: refused with the reason, never normalised silently
+    with pytest.raises(ValueError, match="document_id must not"):
+        DocumentDeleted(tenant_id="acme", document_id=document_id, version=version)
+
+
+def test_ordinary_and_url_shaped_document_ids_are_kept_as_given() -> None:
+    for document_id in ("a.txt", "dir/sub/a.md", "v1.2/notes..md", "https://wiki.example/page?id=3", "s3://b/k.pdf"):
+        assert check_document_id(document_id) == document_id

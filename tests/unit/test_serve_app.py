@@ -180,6 +180,21 @@ def test_an_upload_of_unknown_type_is_415_and_bad_json_is_a_problem(app) -> None
     assert r.status_code == 422 and "exactly one of content" in r.json()["detail"]
 
 
+def test_path_shaped_document_ids_are_refused_on_upload_and_delete(app) -> None:
+    client, backend, s = app
+    before = len(backend.published)
+    for doc in ("../../etc/passwd", "/etc/passwd", "a/../../b.txt", "a//b.txt"):
+        r = client.post("/v1/documents", json={"document_id": doc, "content": "x"}, headers=_auth(s))
+        assert r.status_code == 422 and "path" in r.json()["detail"], (doc, r.text)
+        r = client.post("/v1/documents", files={"file": (doc, b"x")}, headers=_auth(s))
+        assert r.status_code == 422, (doc, r.text)
+    r = client.delete("/v1/documents/a/../../b.txt", headers=_auth(s))
+    assert r.status_code in (404, 422)  # the client may normalise the URL itself; never a delete of b.txt
+    r = client.delete("/v1/documents/a//b.txt", headers=_auth(s))
+    assert r.status_code == 422
+    assert len(backend.published) == before
+
+
 def test_transport_failures_are_504_and_503(app) -> None:
     client, backend, s = app
     backend.fail = QueryTimeout("q-1", 2.0)
