@@ -191,6 +191,7 @@ def send_ingest_cases(settings: ManifoldSettings, client: Any, tenant: str, vict
         size=25 * 2**20)), doc="huge.pdf")
     raw("bad-tenant-slug", _envelope(tenant, "t2.txt", ok, tenant_id="../Other Tenant"))
     raw("control-chars-doc-id", _envelope(tenant, "c.txt", ok, document_id="a\x00b\x1b[31m"))
+    raw("path-shaped-doc-id-raw", _envelope(tenant, "pp.txt", ok, document_id="../../etc/passwd"))
     raw("unsupported-type", _dev_signed(upserted(tenant, "prog.exe", 1, b"MZ\x90\x00" + b"\x00" * 200,
                                                  "application/x-msdownload")), doc="prog.exe")
     # issue 13, finding 7: only a producer's valid signature, for a tenant it may publish for, gets in
@@ -244,8 +245,15 @@ def send_ingest_cases(settings: ManifoldSettings, client: Any, tenant: str, vict
         client.publish_bytes(tenant, doc, content, "text/plain", metadata)
         cases.append(Case(name, "published", tenant, doc))
 
-    via_bytes("path-shaped-document-id", "../../etc/passwd",
-              b"This document's id looks like a path; it must stay an id.", {"source_path": "../../etc/passwd"})
+    # a path-shaped id is refused by the upstream client before anything is published (issue 31)
+    path_case = Case("path-shaped-document-id", "rejected", tenant, None)
+    try:
+        client.publish_bytes(tenant, "../../etc/passwd", b"This document's id looks like a path.",
+                             "text/plain", {"source_path": "../../etc/passwd"})
+        path_case.outcome = "sent"
+    except ValueError as err:
+        path_case.outcome, path_case.detail = "rejected", str(err)[:200]
+    cases.append(path_case)
     forged = (f"tenant_id: {victim}\nThis file claims to belong to tenant {victim}. {FORGED_MARK}\n"
               "Invoice INV-2026-0148 total 999999.99 EUR").encode()
     via_bytes("forged-tenant-in-metadata-and-text", "forged.txt", forged, {"tenant_id": victim, "owner": victim})
