@@ -65,6 +65,22 @@ bench: venv
 # 31687; never the dev or CI stack), then verification from the stores; ends with
 # `documents N, published N, duplicates 0, lost 0, leaks 0, drift 0`. See SECURITY.md.
 # RELIABILITY_ARGS e.g. --docs 1000 --load-minutes 3 --seed 7 --keep-stack
+# Soak (issue 30): steady mixed load (new documents, updates, deletes, questions on every route)
+# for SOAK_MINUTES (default 30) on each profile, sampled every minute (RSS, open files, PostgreSQL
+# connections, lag, query p95), failing on growth after warm-up; the distributed one on the
+# reliability suite's own stack, the embedded one on `manifold serve --profile embedded` with its
+# own data directory and ports. Results: bench/results/soak_{distributed,embedded}.{json,png}.
+# `soak-smoke` is the short run CI does so the harness cannot rot (results under /tmp).
+SOAK_MINUTES ?= 30
+.PHONY: soak soak-smoke
+soak: venv
+	$(BIN)/python bench/soak.py --minutes $(SOAK_MINUTES)
+	$(BIN)/python bench/soak_embedded.py --minutes $(SOAK_MINUTES)
+
+soak-smoke: venv
+	$(BIN)/python bench/soak_embedded.py --smoke --minutes 1 --sample-s 15 --warmup-minutes 0.2 --out /tmp/soak-smoke/soak_embedded.json
+	$(BIN)/python bench/soak.py --smoke --minutes 1.5 --sample-s 15 --warmup-minutes 0.3 --out /tmp/soak-smoke/soak_distributed.json
+
 .PHONY: reliability
 reliability: venv
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit/test_fuzz_events.py tests/unit/test_fuzz_dlq.py \
