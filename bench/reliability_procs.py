@@ -33,9 +33,10 @@ WORKER_GROUPS: dict[str, str] = {
     "extract-load": "extract,load",
     "publish": "publish",
     "reconcile": "reconcile",
+    "access": "acl,groups",
     "query": "query",
 }
-KILLABLE = ("parse", "embed", "extract-load", "publish", "reconcile")
+KILLABLE = ("parse", "embed", "extract-load", "publish", "reconcile", "access")
 
 
 @dataclass

@@ -257,6 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep-stack", action="store_true")
     ap.add_argument("--out", type=Path, default=RESULTS / "soak_distributed.json")
     args = ap.parse_args(argv)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     warmup = args.warmup_minutes if args.warmup_minutes is not None else min(5.0, args.minutes / 5)
     suite = Suite(argparse.Namespace(**vars(args), phases="soak", load_minutes=0, load_rate=args.rate))
     result: dict[str, Any] = {"benchmark": "soak", "profile": "distributed", "args": vars(args) | {"out": str(args.out)},

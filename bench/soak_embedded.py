@@ -123,8 +123,10 @@ class Server:
         ms = round((time.perf_counter() - t) * 1000, 1)
         body = r.json() if r.headers.get("content-type", "").startswith("application/json") else {}
         tenants = {e.get("tenant_id") for e in body.get("evidence", []) if isinstance(e, dict)}
+        retry = float(r.headers.get("retry-after", "1")) if r.status_code == 429 else None
         return {"t": time.time(), "tenant": tenant, "question": question[:60], "http": r.status_code,
-                "status": body.get("status"), "latency_ms": ms, "wrong": bool(tenants - {tenant, None})}
+                "status": body.get("status"), "latency_ms": ms, "wrong": bool(tenants - {tenant, None}),
+                "retry_after": retry}
 
 
 def _family(pid: int) -> list[psutil.Process]:
@@ -160,7 +162,7 @@ def sample(server: Server, t0: float, asked: list[dict[str, Any]], since: float,
             conns = int(row[0]) if row else None
     except psycopg.Error:
         pass
-    window = sorted(r["latency_ms"] for r in asked if r["t"] >= since)
+    window = sorted(r["latency_ms"] for r in asked if r["t"] >= since and r["http"] == 200)
     pick = (lambda q: window[min(len(window) - 1, int(round(q * (len(window) - 1))))]) if window else None
     return {"minute": round((time.monotonic() - t0) / 60, 2), "rss_mb": rss, "fds": fds, "pg_connections": conns,
             "consumer_lag": pending, "queries": len(window), "query_p50_ms": pick(0.5) if pick else None,
@@ -198,6 +200,7 @@ def run(args: argparse.Namespace, server: Server) -> dict[str, Any]:
     t0 = time.monotonic()
     next_sample, next_update, next_delete, since, qi = t0, t0 + args.update_every_s, t0 + args.delete_every_s, \
         time.time(), 0
+    next_ask = t0
     while (elapsed := time.monotonic() - t0) < args.minutes * 60:
         while counts["new"] < min(int(elapsed * args.rate) + 1, len(paths)):
             path = paths[counts["new"]]
@@ -223,9 +226,13 @@ def run(args: argparse.Namespace, server: Server) -> dict[str, Any]:
                 deleted.add(doc)
                 counts["deletes"] += 1
             next_delete += args.delete_every_s
-        tenant, question = questions[qi % len(questions)]
-        qi += 1
-        asked.append(server.ask(tenant, question, as_of))
+        if now >= next_ask:  # paced under the server's per-principal rate limit, as a polite client is
+            tenant, question = questions[qi % len(questions)]
+            qi += 1
+            asked.append(server.ask(tenant, question, as_of))
+            next_ask = now + 1 / args.ask_rate + (asked[-1]["retry_after"] or 0)
+        else:
+            time.sleep(min(0.05, next_ask - now))
         if now >= next_sample:
             states = server.states(load)
             pending = sum(1 for d in live if states.get(d) != "active")
@@ -244,11 +251,12 @@ def run(args: argparse.Namespace, server: Server) -> dict[str, Any]:
     samples.append(sample(server, t0, asked, since, sum(1 for d in live if states.get(d) != "active"), args.pg_port))
     lost = sorted(d for d in live if states.get(d) != "active")
     still = sorted(d for d in deleted if states.get(d) == "active")
-    lat = sorted(r["latency_ms"] for r in asked)
+    lat = sorted(r["latency_ms"] for r in asked if r["http"] == 200)
     return {"counts": counts, "documents": len(live), "lost": lost, "deleted": len(deleted),
             "deleted_still_active": still, "samples": samples,
             "queries": {"asked": len(asked), "wrong": sum(1 for r in asked if r["wrong"]),
-                        "http_errors": sum(1 for r in asked if r["http"] != 200),
+                        "http_errors": sum(1 for r in asked if r["http"] not in (200, 429)),
+                        "rate_limited": sum(1 for r in asked if r["http"] == 429),
                         "by_status": {s: sum(1 for r in asked if r["status"] == s) for s in {r["status"] for r in asked}},
                         "p50_ms": lat[len(lat) // 2] if lat else None,
                         "p95_ms": lat[int(0.95 * (len(lat) - 1))] if lat else None}}
@@ -262,6 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=float, default=0.2, help="new documents per second")
     ap.add_argument("--update-every-s", type=float, default=10)
     ap.add_argument("--delete-every-s", type=float, default=20)
+    ap.add_argument("--ask-rate", type=float, default=6.0, help="questions per second (the server allows 10 "
+                    "per principal by default)")
     ap.add_argument("--rss-slope-mb-min", type=float, default=2.0)
     ap.add_argument("--fd-slack", type=int, default=5)
     ap.add_argument("--conn-slack", type=int, default=3)
@@ -275,6 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--http-port", type=int, default=18099)
     ap.add_argument("--out", type=Path, default=RESULTS / "soak_embedded.json")
     args = ap.parse_args(argv)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     warmup = args.warmup_minutes if args.warmup_minutes is not None else min(5.0, args.minutes / 5)
     data = args.data or Path(tempfile.mkdtemp(prefix="soak-embedded-data-"))
     server = Server(args, data)
@@ -293,6 +304,8 @@ def main(argv: list[str] | None = None) -> int:
             failures.append(f"{len(out['lost'])} documents never became active")
         if out["deleted_still_active"]:
             failures.append(f"{len(out['deleted_still_active'])} deleted documents are still active")
+        if out["queries"]["http_errors"]:
+            failures.append(f"{out['queries']['http_errors']} questions answered with an HTTP error")
         if out["queries"]["wrong"]:
             failures.append(f"{out['queries']['wrong']} replies with another tenant's evidence")
         result.update(out | {"verdict": verdict | {"growth": growth, "failures": failures}})
