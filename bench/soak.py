@@ -236,12 +236,12 @@ def plot(samples: list[dict[str, Any]], judged: set[str], path: Path) -> None:
     fig.savefig(path, dpi=80)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def common_args(ap: argparse.ArgumentParser, *, rate: float, timeout_min: float) -> None:
+    """The load and threshold options both soaks share (see the module docstring)."""
     ap.add_argument("--minutes", type=float, default=30)
     ap.add_argument("--warmup-minutes", type=float, default=None, help="default: a fifth of the run, at most 5")
     ap.add_argument("--sample-s", type=float, default=60)
-    ap.add_argument("--rate", type=float, default=0.5, help="new documents per second")
+    ap.add_argument("--rate", type=float, default=rate, help="new documents per second")
     ap.add_argument("--update-every-s", type=float, default=10)
     ap.add_argument("--delete-every-s", type=float, default=20)
     ap.add_argument("--rss-slope-mb-min", type=float, default=2.0)
@@ -250,15 +250,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--smoke", action="store_true",
                     help="a short harness check: growth is judged and reported but does not fail the run "
                          "(lost, wrong, resurrected and the zeros still do)")
-    ap.add_argument("--query-deadline-ms", type=int, default=8000)
-    ap.add_argument("--timeout-min", type=float, default=30, help="give up waiting for the drain after this")
+    ap.add_argument("--timeout-min", type=float, default=timeout_min, help="give up waiting for the drain after this")
     ap.add_argument("--seed", type=int, default=30)
+
+
+def warmup_of(args: argparse.Namespace) -> float:
+    return float(args.warmup_minutes) if args.warmup_minutes is not None else min(5.0, args.minutes / 5)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    common_args(ap, rate=0.5, timeout_min=30)
+    ap.add_argument("--query-deadline-ms", type=int, default=8000)
     ap.add_argument("--no-stack-up", action="store_true", help="use the already running own stack")
     ap.add_argument("--keep-stack", action="store_true")
     ap.add_argument("--out", type=Path, default=RESULTS / "soak_distributed.json")
     args = ap.parse_args(argv)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    warmup = args.warmup_minutes if args.warmup_minutes is not None else min(5.0, args.minutes / 5)
+    warmup = warmup_of(args)
     suite = Suite(argparse.Namespace(**vars(args), phases="soak", load_minutes=0, load_rate=args.rate))
     result: dict[str, Any] = {"benchmark": "soak", "profile": "distributed", "args": vars(args) | {"out": str(args.out)},
                               "warmup_minutes": warmup, "started_at": datetime.now(UTC).isoformat()}

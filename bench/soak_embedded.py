@@ -42,7 +42,7 @@ import psutil
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from soak import judge, plot  # noqa: E402 - bench/ on sys.path
+from soak import common_args, judge, plot, warmup_of  # noqa: E402 - bench/ on sys.path
 
 RESULTS = ROOT / "results"
 MANIFOLD = str(Path(sys.executable).with_name("manifold"))
@@ -264,29 +264,16 @@ def run(args: argparse.Namespace, server: Server) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--minutes", type=float, default=30)
-    ap.add_argument("--warmup-minutes", type=float, default=None, help="default: a fifth of the run, at most 5")
-    ap.add_argument("--sample-s", type=float, default=60)
-    ap.add_argument("--rate", type=float, default=0.2, help="new documents per second")
-    ap.add_argument("--update-every-s", type=float, default=10)
-    ap.add_argument("--delete-every-s", type=float, default=20)
+    common_args(ap, rate=0.2, timeout_min=20)
     ap.add_argument("--ask-rate", type=float, default=6.0, help="questions per second (the server allows 10 "
                     "per principal by default)")
-    ap.add_argument("--rss-slope-mb-min", type=float, default=2.0)
-    ap.add_argument("--fd-slack", type=int, default=5)
-    ap.add_argument("--conn-slack", type=int, default=3)
-    ap.add_argument("--smoke", action="store_true",
-                    help="a short harness check: growth is judged and reported but does not fail the run "
-                         "(lost, wrong, resurrected and the zeros still do)")
-    ap.add_argument("--timeout-min", type=float, default=20)
-    ap.add_argument("--seed", type=int, default=30)
     ap.add_argument("--data", type=Path, default=None)
     ap.add_argument("--pg-port", type=int, default=15499)
     ap.add_argument("--http-port", type=int, default=18099)
     ap.add_argument("--out", type=Path, default=RESULTS / "soak_embedded.json")
     args = ap.parse_args(argv)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    warmup = args.warmup_minutes if args.warmup_minutes is not None else min(5.0, args.minutes / 5)
+    warmup = warmup_of(args)
     data = args.data or Path(tempfile.mkdtemp(prefix="soak-embedded-data-"))
     server = Server(args, data)
     result: dict[str, Any] = {"benchmark": "soak", "profile": "embedded", "warmup_minutes": warmup,
