@@ -551,12 +551,12 @@ def acl_section(results: Path) -> list[str]:
         exp = parts.get("revoke_experiment_cached_lag")
         if exp:
             e = [exp[c]["running_applier"]["publish_to_denied"] for c in ("document_acl", "group_membership")]
-            out += ["The slow tail is the workers' Kafka lag gauge, not the ACL path: every 5 s the stage loop asks "
-                    "the broker for each of the topic's 6 partitions' watermarks (`kafka.consumer_lag`, "
-                    "`cached=False`), each request queued behind the consumer's long-poll fetch (up to 500 ms), so "
-                    "the loop stalls up to ~3 s and an event arriving then waits. With that gauge reading cached "
-                    "watermarks instead (a patch inside the benchmark only, `--experiment-cached-lag`, product code "
-                    f"unchanged) the same measurement gave p99 **{_fmt(e[0]['p99_ms'])} ms** (document ACL) and "
+            out += ["An earlier run (commit 97cf941) had p99 ≈ 3,030 ms: the workers' Kafka lag gauge asked the "
+                    "broker for each partition's watermarks every 5 s inside the consume loop (`kafka.consumer_lag`, "
+                    "`cached=False`), each request queued behind the consumer's long-poll fetch, so the loop stalled "
+                    "up to ~3 s. The gauge now reads the watermarks the consumer holds (commit 793a5e7; the rows above). "
+                    "The experiment that found it (a patch inside the benchmark only, `--experiment-cached-lag`) "
+                    f"gave p99 **{_fmt(e[0]['p99_ms'])} ms** (document ACL) and "
                     f"**{_fmt(e[1]['p99_ms'])} ms** (membership), max {_fmt(e[0]['max_ms'])} / {_fmt(e[1]['max_ms'])} ms, "
                     f"resume \u2192 denied p50 {_fmt(exp['document_acl']['paused_applier']['resume_to_denied']['p50_ms'])} ms "
                     f"(commit `{str(exp['commit'])[:10]}`, run on a busier machine than the rows above; see the file).",
