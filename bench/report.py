@@ -610,7 +610,10 @@ def build(results: Path) -> str:
     from report_everyday import everyday_section  # here, not at the top: it imports this module's helpers
 
     lines += everyday_section(results)
-    lines += other_section(results, {"ingest_throughput.json", "ingest_throughput_distributed.json",
+    from report_soak import soak_section
+
+    lines += soak_section(results)
+    lines += other_section(results, {"soak_distributed.json", "soak_embedded.json", "ingest_throughput.json", "ingest_throughput_distributed.json",
                                      "query_latency.json", "scifact.json", "eval_golden.json",
                                      "serve_latency.json", "scifact_offline_bm25.json", "unseen_worlds.json",
                                      "unseen_worlds_dev.json", "scifact_titled.json", "everyday_baselines.json",
