@@ -1,13 +1,21 @@
-"""The query role reads `chunks` directly (for HNSW) but still sees only active versions."""
+"""The query role reads `chunks` directly (for HNSW) but still sees only active versions.
+
+Reads run as a reader the per-document ACL policies admit (a principal with the default `tenant`
+and no ACL on these documents): without a principal the query role reads nothing at all."""
 
 from __future__ import annotations
 
 import psycopg
 
 
-def _count(conn: psycopg.Connection, tenant: str, document_id: str) -> int:
+def _as_reader(conn: psycopg.Connection, tenant: str) -> None:
     conn.execute("SET LOCAL ROLE manifold_query")
-    conn.execute("SELECT set_config('manifold.tenant_id', %s, true)", (tenant,))
+    conn.execute("SELECT set_config('manifold.tenant_id', %s, true), set_config('manifold.principal', 'reader', true), "
+                 "set_config('manifold.acl_default', 'tenant', true)", (tenant,))
+
+
+def _count(conn: psycopg.Connection, tenant: str, document_id: str) -> int:
+    _as_reader(conn, tenant)
     row = conn.execute("SELECT count(*) FROM manifold.chunks WHERE document_id = %s", (document_id,)).fetchone()
     conn.execute("RESET ROLE")
     return int(row[0])
@@ -27,8 +35,7 @@ def test_query_role_sees_chunks_only_of_active_versions_of_its_tenant(world, pg_
 def test_vector_search_uses_the_hnsw_index_under_the_query_role(world, pg_conninfo: str) -> None:
     with psycopg.connect(pg_conninfo) as conn:
         with conn.transaction(force_rollback=True):
-            conn.execute("SET LOCAL ROLE manifold_query")
-            conn.execute("SELECT set_config('manifold.tenant_id', %s, true)", (world.northstar,))
+            _as_reader(conn, world.northstar)
             conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
             conn.execute("SET LOCAL enable_seqscan = off")
             conn.execute("SET LOCAL enable_sort = off")  # only the HNSW index can order by distance

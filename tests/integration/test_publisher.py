@@ -55,6 +55,8 @@ def _states(ports: PublishPorts, tenant: str, document_id: str = "contract-7") -
 def _reads(roles, es_client, neo4j_driver, tenant: str) -> dict[str, set[int]]:
     """The versions of contract-7 a query worker sees through the serving helpers, per store."""
     with psycopg.connect(roles["query"]) as conn, conn.transaction():
+        conn.execute("SELECT set_config('manifold.principal', 'reader', true), "  # a reader the ACL policies
+                     "set_config('manifold.acl_default', 'tenant', true)")  # admit (no ACL on contract-7)
         active = serving.active_versions(conn, tenant)
         pg = {v for (v,) in conn.execute(
             f"SELECT version FROM manifold.{serving.SERVING_VIEWS['chunks']} WHERE document_id = 'contract-7'")}
