@@ -179,12 +179,16 @@ def _publish(settings: Any, command: str, send: Any) -> tuple[Any, list[Any]] | 
 
 
 def _is_event(letter: Any, event_id: str) -> bool:
-    """Whether a dead letter holds the event `event_id` (its original bytes are in the letter)."""
+    """Whether a dead letter holds the event `event_id` (its original bytes are in the letter).
+    Any other letter, poison included (not JSON, deeply nested, not an object), is simply not it."""
     import base64
 
     try:
-        return bool(json.loads(base64.b64decode(letter.value_b64)).get("event_id") == event_id)
-    except (ValueError, AttributeError):
+        raw = base64.b64decode(letter.value_b64 or "")
+        if event_id.encode() not in raw:  # cheap, and never parses a letter that cannot match
+            return False
+        return bool(json.loads(raw).get("event_id") == event_id)
+    except (ValueError, AttributeError, TypeError, RecursionError):
         return False
 
 

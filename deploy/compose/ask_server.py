@@ -186,7 +186,10 @@ def receive(conn: socket.socket) -> dict[str, Any] | None:
         size += len(chunk)
         if size > MAX_MESSAGE:
             raise ValueError(f"message larger than {MAX_MESSAGE} bytes")
-    message = json.loads(b"".join(chunks))
+    try:
+        message = json.loads(b"".join(chunks))
+    except RecursionError:
+        raise ValueError("a message nested deeper than the recursion limit") from None
     if not isinstance(message, dict):
         raise ValueError("a message is one JSON object")
     return message

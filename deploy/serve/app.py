@@ -358,6 +358,8 @@ def create_app(settings: ManifoldSettings, backend: Backend, verifier: TokenVeri
             try:
                 data = json.loads(await request.body())
                 body = DocumentJSON.model_validate(data)
+            except RecursionError:
+                raise ApiProblem(400, "invalid-json", "the body is nested too deeply") from None
             except ValueError as err:
                 if isinstance(err, ValidationError):
                     raise _ValidationProblem(list(err.errors())) from None

@@ -42,7 +42,7 @@ def _version_of(value: bytes) -> int | None:
     is about, or None if it cannot be read."""
     try:
         data = json.loads(value)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the interpreter's recursion limit
         return None
     if not isinstance(data, dict):
         return None

@@ -246,3 +246,18 @@ def test_an_unreachable_broker_is_one_line(capsys, monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(distributed, "access_client", unreachable)
     code, _, err = _run(capsys, "acl", "set", "d.txt", "--tenant", "acme", "--public")
     assert code == 1 and err.startswith("manifold acl set: cannot reach Kafka:") and err.count("\n") == 1
+
+
+def test_a_poison_dead_letter_never_breaks_the_search_for_an_events_letter() -> None:
+    import base64
+    from types import SimpleNamespace
+
+    def letter(raw: bytes) -> Any:
+        return SimpleNamespace(value_b64=base64.b64encode(raw).decode())
+
+    wanted = json.dumps({"event_id": "ev-7", "tenant_id": "acme"}).encode()
+    assert access._is_event(letter(wanted), "ev-7")
+    poison = [b"[" * 100_000 + b"]" * 100_000, b"\xff\xfe not json", b"[1, 2]", b"", b'"ev-7"',
+              b'{"event_id": ' + b"[" * 100_000 + b"]" * 100_000 + b', "x": "ev-7"}']
+    assert not any(access._is_event(letter(raw), "ev-7") for raw in poison)
+    assert not access._is_event(SimpleNamespace(value_b64=None), "ev-7")

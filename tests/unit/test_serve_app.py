@@ -180,6 +180,15 @@ def test_an_upload_of_unknown_type_is_415_and_bad_json_is_a_problem(app) -> None
     assert r.status_code == 422 and "exactly one of content" in r.json()["detail"]
 
 
+def test_json_nested_past_the_recursion_limit_is_a_400_on_every_json_route(app) -> None:
+    client, backend, s = app
+    deep = b"[" * 100_000 + b"]" * 100_000
+    for path in ("/v1/documents", "/v1/ask", "/v1/plan"):
+        r = client.post(path, content=deep, headers={**_auth(s), "content-type": "application/json"})
+        assert 400 <= r.status_code < 500, (path, r.status_code, r.text[:200])
+    assert not backend.published and not backend.calls
+
+
 def test_path_shaped_document_ids_are_refused_on_upload_and_delete(app) -> None:
     client, backend, s = app
     before = len(backend.published)
