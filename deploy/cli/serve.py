@@ -10,10 +10,12 @@ from manifold.deploy.cli.common import TENANT_HELP, add_profile
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from manifold.deploy.compose.process import limit_malloc_arenas
     from manifold.deploy.serve import run
     from manifold.query.auth import InsecureKey
     from manifold.shared.config import ManifoldSettings
 
+    limit_malloc_arenas()
     settings = ManifoldSettings()
     try:
         run.serve(settings, args.host or settings.server.host, args.port or settings.server.port)
@@ -24,10 +26,12 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _mcp(args: argparse.Namespace) -> int:
+    from manifold.deploy.compose.process import limit_malloc_arenas
     from manifold.deploy.serve import run
     from manifold.query.auth import InsecureKey
     from manifold.shared.config import ManifoldSettings
 
+    limit_malloc_arenas()
     try:
         run.stdio(ManifoldSettings())
     except (InsecureKey, ValueError) as err:

@@ -12,9 +12,11 @@ def _workers(args: argparse.Namespace) -> int:
     import signal
     import threading
 
+    from manifold.deploy.compose.process import limit_malloc_arenas
     from manifold.ingest import workers
     from manifold.shared.config import ManifoldSettings
 
+    limit_malloc_arenas()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s")
     for noisy in ("elastic_transport", "neo4j", "httpx", "sentence_transformers"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -285,6 +285,9 @@ def main(argv: list[str] | None = None) -> int:
                                      description="the embedded query server (started by `manifold ask`)")
     parser.add_argument("--idle-s", type=float, default=DEFAULT_IDLE_S)
     args = parser.parse_args(argv)
+    from manifold.deploy.compose.process import limit_malloc_arenas
+
+    limit_malloc_arenas()
     settings = ManifoldSettings()
     if settings.profile != "embedded":
         settings = settings.model_copy(update={"profile": "embedded"})
