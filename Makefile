@@ -78,7 +78,7 @@ soak: venv
 	$(BIN)/python bench/soak_embedded.py --minutes $(SOAK_MINUTES)
 
 soak-smoke: venv
-	$(BIN)/python bench/soak_embedded.py --smoke --minutes 1 --sample-s 15 --warmup-minutes 0.2 --out /tmp/soak-smoke/soak_embedded.json
+	$(BIN)/python bench/soak_embedded.py --smoke --minutes 1 --sample-s 15 --warmup-minutes 0.2 --pg-port 15498 --http-port 18098 --out /tmp/soak-smoke/soak_embedded.json
 	$(BIN)/python bench/soak.py --smoke --minutes 1.5 --sample-s 15 --warmup-minutes 0.3 --out /tmp/soak-smoke/soak_distributed.json
 
 .PHONY: reliability

@@ -13,7 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-FILES = ("soak_distributed.json", "soak_embedded.json")
+FILES = ("soak_distributed.json", "soak_embedded.json", "soak_embedded_before_arena_cap.json")
+LABELS = {"soak_embedded_before_arena_cap.json": "embedded, before the malloc arena cap"}
 
 
 def _load(results: Path, name: str) -> dict[str, Any] | None:
@@ -43,7 +44,7 @@ def soak_section(results: Path) -> list[str]:
         zeros = (f"lost {s.get('lost')}, duplicates {s.get('duplicates')}, leaks {s.get('leaks')}, drift {s.get('drift')}"
                  if s else f"lost {len(d.get('lost', []))}")
         p95 = v.get("query_p95_ms", {})
-        rows.append([d.get("profile", name), _fmt(d["args"]["minutes"]), f"{c.get('new')} / {c.get('updates')} / "
+        rows.append([LABELS.get(name, d.get("profile", name)), _fmt(d["args"]["minutes"]), f"{c.get('new')} / {c.get('updates')} / "
                      f"{c.get('deletes')}", q.get("asked"), q.get("wrong"), zeros,
                      len(d.get("deleted_still_active", [])), f"{_fmt(p95.get('first_third'))} → "
                      f"{_fmt(p95.get('last_third'))}", "; ".join(v.get("growth", v.get("failures", []))) or "none",
@@ -53,9 +54,9 @@ def soak_section(results: Path) -> list[str]:
     for name, d in runs:
         slopes = d["verdict"].get("rss_slope_mb_per_min", {})
         fds = d["verdict"].get("fds_first_vs_last_third", {})
-        out += ["", f"{d.get('profile', name)}: RSS slope after warm-up (MB/min): "
+        out += ["", f"{LABELS.get(name, d.get('profile', name))}: RSS slope after warm-up (MB/min): "
                 + ", ".join(f"{k} {_fmt(v)}" for k, v in sorted(slopes.items()))
                 + "; open files first → last third: " + ", ".join(f"{k} {a}→{b}" for k, (a, b) in sorted(fds.items()))
                 + f"; PostgreSQL connections {d['verdict'].get('pg_connections_first_vs_last_third')}.",
-                "", f"![soak {d.get('profile', name)}](bench/results/{name.replace('.json', '.png')})"]
+                "", f"![soak {LABELS.get(name, d.get('profile', name))}](bench/results/{name.replace('.json', '.png')})"]
     return out + [""]

@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -60,12 +61,23 @@ class Server:
                     "MANIFOLD_POSTGRES__PORT": str(args.pg_port), "MANIFOLD_SERVER__PORT": str(args.http_port),
                     "MANIFOLD_QUERY__ALLOW_DEV_KEY": "true", "HF_HUB_OFFLINE": "1"}
         self.base = f"http://127.0.0.1:{args.http_port}"
+        self.http_port, self.pg_port = args.http_port, args.pg_port
         self.log_path = data / "serve.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self.tokens: dict[str, str] = {}
         self.http = httpx.Client(timeout=60)
 
     def start(self, timeout_s: float = 600) -> None:
+        """Start the server; refused when either port already answers (another run's server or
+        database would otherwise be measured, and its tenants written to)."""
+        import socket
+
+        for port in (self.http_port, self.pg_port):
+            with socket.socket() as probe:
+                probe.settimeout(1)
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    raise SystemExit(f"port {port} is already in use: another soak or server runs there; "
+                                     "pick --http-port / --pg-port")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen([MANIFOLD, "serve", "--profile", "embedded"], env=self.env,
                                      stdout=self.log_path.open("ab"), stderr=subprocess.STDOUT)
@@ -74,7 +86,7 @@ class Server:
             if self.proc.poll() is not None:
                 raise SystemExit(f"manifold serve exited with {self.proc.returncode}; see {self.log_path}")
             try:
-                if self.http.get(f"{self.base}/readyz").status_code == 200:
+                if self.http.get(f"{self.base}/readyz").status_code == 200 and self.proc.poll() is None:
                     return
             except httpx.HTTPError:
                 pass
@@ -176,7 +188,8 @@ def run(args: argparse.Namespace, server: Server) -> dict[str, Any]:
 
     work = Path(tempfile.mkdtemp(prefix="soak-embedded-"))
     written = sample_world.write_world(work / "world")
-    tenants = {name: f"soak-{name}" for name in sample_world.TENANTS}
+    run_id = uuid.uuid4().hex[:6]  # tenants of this run only
+    tenants = {name: f"soak-{run_id}-{name}" for name in sample_world.TENANTS}
     for name, files in written.items():
         for path in files:
             server.publish(tenants[name], path.relative_to(work / "world" / name).as_posix(), path.read_bytes())
@@ -190,7 +203,7 @@ def run(args: argparse.Namespace, server: Server) -> dict[str, Any]:
                  (north, "Find invoice INV-2026-0148"),
                  (north, "Explain the differential pressure calibration requirement for PRD-482"),
                  (south, sample_world.FACTS[0].question)]
-    load = "soak-load"
+    load = f"soak-{run_id}-load"
     paths = write_corpus(work / "load", int(args.rate * args.minutes * 60) + 10, seed=args.seed)
     published: list[str] = []
     deleted: set[str] = set()
