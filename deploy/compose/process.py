@@ -8,8 +8,9 @@ the embedded `manifold serve` soak grew 2.87 MB/min over 30 minutes with the def
 `mallopt(M_ARENA_MAX, n)` before the process starts its threads.
 
 Guarantees: an explicit `MALLOC_ARENA_MAX` in the environment wins (glibc read it at start; this
-does nothing); `MANIFOLD_MALLOC_ARENAS=0` turns the limit off; anywhere without glibc's
-`mallopt` (musl, macOS) this does nothing. It never raises.
+does nothing), so `MALLOC_ARENA_MAX=16` restores a wide setting; anywhere without glibc's
+`mallopt` (musl, macOS) this does nothing. It never raises. (No `MANIFOLD_*` variable: a
+`MANIFOLD_*` name that is not a setting is an error by design.)
 """
 
 from __future__ import annotations
@@ -28,14 +29,9 @@ DEFAULT_ARENAS = 2
 
 def limit_malloc_arenas(default: int = DEFAULT_ARENAS) -> int | None:
     """Cap glibc's malloc arenas for this process; returns the cap set, or None if none was."""
-    if "MALLOC_ARENA_MAX" in os.environ:
+    if "MALLOC_ARENA_MAX" in os.environ or default <= 0:
         return None
-    try:
-        arenas = int(os.environ.get("MANIFOLD_MALLOC_ARENAS", default))
-    except ValueError:
-        arenas = default
-    if arenas <= 0:
-        return None
+    arenas = default
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         mallopt = libc.mallopt
