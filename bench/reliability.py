@@ -568,6 +568,16 @@ class Suite:
         rec = reconcile(self.env)
         drift = drift_total(rec)
         self.event("reconcile", drift=rec.get("drift"), exit_code=rec.get("exit_code"))
+        kinds = rec.get("drift") if isinstance(rec.get("drift"), dict) else {}
+        if drift > 0 and set(k for k, n in kinds.items() if n) == {"stale"}:
+            # Artifacts a delete left behind are gc's to collect (the reconcile worker's pass every
+            # MANIFOLD_INGEST__RECONCILE_INTERVAL_S); judge the drift after one pass, keep both.
+            self.result["reconcile_before_gc"] = {"drift": kinds,
+                                                  "findings_examples": (rec.get("findings") or [])[:10]}
+            time.sleep(float(WORKER_ENV["MANIFOLD_INGEST__RECONCILE_INTERVAL_S"]) + 5)
+            rec = reconcile(self.env)
+            drift = drift_total(rec)
+            self.event("reconcile_after_gc", drift=rec.get("drift"), exit_code=rec.get("exit_code"))
         audit = store_audit(self.settings, list(self.tenants.values()))
         letters = dead_letters(self.settings)
         valid_tenants = {t for k, t in self.tenants.items() if k != "hostile"}

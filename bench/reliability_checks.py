@@ -20,8 +20,7 @@ import uuid
 from collections import defaultdict
 from typing import Any
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer
 from reliability_procs import MANIFOLD, ROOT
 
 from manifold.shared import topics
@@ -187,29 +186,9 @@ def dead_letters(settings: ManifoldSettings) -> list[DeadLetter]:
 
 def consumer_lag(settings: ManifoldSettings) -> dict[str, int]:
     """Messages not yet committed per `manifold.<role>` group (-1 if it cannot be read)."""
-    bootstrap = settings.kafka.bootstrap_servers
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    probe = Consumer({"bootstrap.servers": bootstrap, "group.id": f"rel-lag-{uuid.uuid4().hex[:6]}",
-                      "enable.auto.commit": False})
-    out: dict[str, int] = {}
-    try:
-        for role, topic in ROLE_SOURCES.items():
-            try:
-                meta = probe.list_topics(topic, timeout=5)
-                parts = [TopicPartition(topic, p) for p in meta.topics[topic].partitions]
-                futures = admin.list_consumer_group_offsets(
-                    [ConsumerGroupTopicPartitions(f"manifold.{role}", parts)], request_timeout=10)
-                committed = next(iter(futures.values())).result(timeout=10)
-                lag = 0
-                for tp in committed.topic_partitions:
-                    _low, high = probe.get_watermark_offsets(TopicPartition(topic, tp.partition), timeout=5)
-                    lag += high - (tp.offset if tp.offset >= 0 else 0)
-                out[role] = lag
-            except Exception:  # noqa: BLE001 - a lag probe during an outage is just unknown
-                out[role] = -1
-    finally:
-        probe.close()
-    return out
+    from manifold.shared.kafka import group_lags
+
+    return group_lags(settings.kafka.bootstrap_servers, ROLE_SOURCES, timeout_s=10)
 
 
 def reconcile(env: dict[str, str], timeout_s: float = 900) -> dict[str, Any]:

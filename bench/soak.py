@@ -298,6 +298,8 @@ def main(argv: list[str] | None = None) -> int:
         plot(run["samples"], judged, args.out.with_suffix(".png"))
     finally:
         suite.teardown()
+        result.update({k: suite.result[k] for k in ("reconcile", "reconcile_findings_examples", "reconcile_before_gc")
+                       if k in suite.result})
         result.update({"summary": summary, "suite_failures": suite.failures, "commit": _commit(),
                        "machine": _machine(), "finished_at": datetime.now(UTC).isoformat()})
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -133,3 +133,34 @@ def consumer_lag(consumer: Consumer) -> int:
             low, high = consumer.get_watermark_offsets(tp, timeout=1, cached=False)
         lag += max(0, high - (tp.offset if tp.offset >= 0 else max(low, 0)))
     return lag
+
+
+def group_lags(bootstrap: str, sources: Mapping[str, str], timeout_s: float = 5.0) -> dict[str, int]:
+    """Messages not yet committed by each consumer group `manifold.<role>` on its source topic
+    (`sources`: role -> topic), from the broker's committed offsets and watermarks; -1 for a role
+    whose lag cannot be read (a broker or coordinator that does not answer in time). Read only:
+    it joins no group and commits nothing."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    probe = Consumer({"bootstrap.servers": bootstrap, "group.id": "manifold-lag-probe",
+                      "enable.auto.commit": False})
+    out: dict[str, int] = {}
+    try:
+        for role, topic in sources.items():
+            try:
+                meta = probe.list_topics(topic, timeout=timeout_s)
+                parts = [TopicPartition(topic, p) for p in meta.topics[topic].partitions]
+                futures = admin.list_consumer_group_offsets(
+                    [ConsumerGroupTopicPartitions(f"manifold.{role}", parts)], request_timeout=timeout_s)
+                committed = next(iter(futures.values())).result(timeout=timeout_s)
+                lag = 0
+                for tp in committed.topic_partitions:
+                    _low, high = probe.get_watermark_offsets(TopicPartition(topic, tp.partition), timeout=timeout_s)
+                    lag += high - (tp.offset if tp.offset >= 0 else 0)
+                out[role] = lag
+            except Exception:  # noqa: BLE001 - a lag probe during an outage is just unknown
+                out[role] = -1
+    finally:
+        probe.close()
+    return out
