@@ -1,18 +1,25 @@
 """The `dlq` command: list, show, replay, purge and count the entries of `manifold.dlq`.
 
-A thin translator from the command line to `records` (pure selection and folding) and `bus`
-(I/O on the profile's bus: Kafka, or the embedded profile's PostgreSQL bus, `dlq_bus`). Nothing
-connects before a subcommand runs. Every command reads the whole DLQ and the actions topic from
-the beginning without joining a consumer group.
+A thin translator from the command line to `service.DlqService`, which holds every DLQ rule (the
+web console calls it too), on the profile's bus (Kafka, or the embedded profile's PostgreSQL
+bus: `dlq_bus`). Nothing connects before a subcommand runs. Every command reads the whole DLQ
+and the actions topic from the beginning without joining a consumer group. The bus cannot delete
+single messages, so `replay` and `purge` append `replayed` / `purged` actions to
+`manifold.dlq.actions`; `list`, `stats` and filter-based `replay`/`purge` hide entries that are
+no longer open. The DLQ messages themselves stay until the topic's retention removes them.
 
-The bus cannot delete single messages, so `replay` and `purge` append `replayed` / `purged`
-actions to `manifold.dlq.actions` (keyed by the entry id); `list`, `stats` and filter-based
-`replay`/`purge` hide entries that are no longer open. The DLQ messages themselves stay until
-the topic's retention removes them.
+A replay refuses, with a reason per entry, what is not a DeadLetter, purged entries, a source
+that is not the stage's topic or is missing, an original that does not verify against this
+host's producer keys (`ingest.producers`, what the stages accept: `originals.envelope_verifier`)
+and letters superseded in the version ledger (PostgreSQL). An unreachable ledger refuses the
+letters it would judge, with that reason (not exit 3: the bus answered). `replay --dry-run`
+prints the valid entries, the refused ones and the digest; `replay` asks for confirmation, then
+replays only if a second dry run still shows exactly those entries.
 
 Exit codes: 0 ok; 1 nothing matched where something was required, an unknown id, an aborted
-confirmation or a failed replay; 2 usage errors (bad id, duration or rate; conflicting
-selectors); 3 the bus (Kafka or the embedded PostgreSQL) unreachable or too slow.
+confirmation, a replay that refused or failed any selected entry, or a selection that changed
+after its confirmation; 2 usage errors (bad id, duration or rate; conflicting selectors); 3 the
+bus (Kafka or the embedded PostgreSQL) unreachable or too slow.
 """
 
 from __future__ import annotations
@@ -29,11 +36,10 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
     from manifold.dlq_tools.dlq_bus import DlqBus
+    from manifold.dlq_tools.service import DlqService, DryRun, NewestVersion, Verify
 from manifold.dlq_tools.records import (
-    DlqAction,
     Entry,
     Filters,
-    Selection,
     Status,
     format_age,
     parse_duration,
@@ -127,26 +133,13 @@ def build_parser() -> argparse.ArgumentParser:
 # -- composition ------------------------------------------------------------------------------
 @dataclass
 class Context:
-    """What a command needs: settings, the clock, the terminal. Built once in `main`."""
+    """What a command needs: the DLQ service, the clock, the terminal. Built once in `main`."""
 
-    bus: DlqBus
-    dlq_topic: str
-    actions_topic: str
+    service: DlqService
     now: datetime
     out: TextIO
     err: TextIO
     ask: Callable[[str], str]
-
-    def load(self) -> tuple[list[Entry], dict[str, Status]]:
-        from manifold.dlq_tools.records import decode, decode_actions, fold
-
-        entries = [decode(raw) for raw in self.bus.read(self.dlq_topic)]
-        actions = decode_actions(self.bus.read(self.actions_topic))
-        return entries, fold(entries, actions)
-
-    def action(self, entry: Entry, kind: str, target: str | None = None) -> DlqAction:
-        return DlqAction(dlq_id=entry.id, dlq_sha256=entry.digest, action=kind, at=self.now,  # type: ignore[arg-type]  # kind: validated by DlqAction
-                         by=_operator(), target_topic=target)
 
 
 def dlq_bus(settings: Any) -> DlqBus:
@@ -160,6 +153,37 @@ def dlq_bus(settings: Any) -> DlqBus:
         pg = settings.postgres
         return EmbeddedDlqBus(PostgresBus.from_settings(settings), where=f"PostgreSQL at {pg.host}:{pg.port}")
     return KafkaDlqBus(settings.kafka.bootstrap_servers)
+
+
+def replay_checks(settings: Any) -> tuple[Verify, NewestVersion]:
+    """The service's two replay ports from `settings`: the original's envelope checked against
+    the producer keys the stages accept (`ProducerRegistry.from_settings`, built on first use),
+    and the version ledger's newest version (`manifold_ingest`). Nothing connects here."""
+    from manifold.dlq_tools.originals import envelope_verifier
+    from manifold.shared.stores.ledger import PostgresVersionLedger
+
+    built: list[Verify] = []
+
+    def verify(entry: Entry) -> str | None:
+        if not built:
+            from manifold.shared.envelope_auth import ProducerRegistry
+
+            built.append(envelope_verifier(ProducerRegistry.from_settings(settings)))
+        return built[0](entry)
+
+    return verify, PostgresVersionLedger(settings.postgres.ingest_conninfo()).newest_version
+
+
+def dlq_service(settings: Any, *, actor: str, checks: bool = True, clock: Callable[[], datetime] | None = None,
+                ) -> DlqService:
+    """The DLQ service on the profile's bus acting as `actor`, with the replay checks of
+    `replay_checks` unless `checks` is false (reading and purging need none). Nothing connects."""
+    from manifold.dlq_tools.service import DlqService
+    from manifold.shared import topics
+
+    verify, newest = replay_checks(settings) if checks else (None, None)
+    return DlqService(dlq_bus(settings), topics.DLQ, topics.DLQ_ACTIONS, actor=actor, verify=verify,
+                      newest_version=newest, clock=clock)
 
 
 def _operator() -> str:
@@ -183,7 +207,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return USAGE
     from manifold.dlq_tools.dlq_bus import BusError
-    from manifold.shared import topics
     from manifold.shared.config import ManifoldSettings
 
     try:
@@ -191,7 +214,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as err:
         print(f"dlq: bad settings: {err}", file=sys.stderr)
         return USAGE
-    ctx = Context(dlq_bus(settings), topics.DLQ, topics.DLQ_ACTIONS, datetime.now(UTC), sys.stdout, sys.stderr, _ask)
+    now = datetime.now(UTC)
+    service = dlq_service(settings, actor=_operator(), checks=args.command == "replay", clock=lambda: now)
+    ctx = Context(service, now, sys.stdout, sys.stderr, _ask)
     try:
         return int(args.handler(args, ctx))
     except BusError as err:
@@ -209,11 +234,8 @@ def _filters(args: argparse.Namespace) -> Filters:
 
 
 def _cmd_list(args: argparse.Namespace, ctx: Context) -> int:
-    entries, statuses = ctx.load()
-    from manifold.dlq_tools.records import select
-
-    chosen = select(entries, statuses, _filters(args), ctx.now, include_closed=args.all).entries
-    rows = [_row(e, statuses.get(e.id, Status()), ctx.now) for e in chosen]
+    rows = [_row(e, status, ctx.now)
+            for e, status in ctx.service.browse(_filters(args), tenant=None, include_closed=args.all)]
     if args.json:
         json.dump(rows, ctx.out, indent=2)
         ctx.out.write("\n")
@@ -229,15 +251,11 @@ def _cmd_show(args: argparse.Namespace, ctx: Context) -> int:
     except ValueError as err:
         print(f"dlq show: {err}", file=ctx.err)
         return USAGE
-    entries, statuses = ctx.load()
-    from manifold.dlq_tools.records import select
-
-    found = select(entries, statuses, Filters(), ctx.now, ids=[args.id]).entries
-    if not found:
+    found = ctx.service.find(args.id, tenant=None)
+    if found is None:
         print(f"dlq show: no DLQ entry {args.id}", file=ctx.err)
         return NOTHING
-    entry = found[0]
-    detail = _detail(entry, statuses.get(entry.id, Status()), ctx.now)
+    detail = _detail(found.entry, found.status, ctx.now)
     if args.json:
         json.dump(detail, ctx.out, indent=2)
         ctx.out.write("\n")
@@ -246,120 +264,111 @@ def _cmd_show(args: argparse.Namespace, ctx: Context) -> int:
     return OK
 
 
-def _pick(args: argparse.Namespace, ctx: Context, verb: str) -> tuple[int, Selection | None, dict[str, Status]]:
-    """The entries `replay`/`purge` act on: IDs, or filters, or --all (never a mix)."""
+def _selector(args: argparse.Namespace, ctx: Context, verb: str) -> tuple[int, dict[str, Any]]:
+    """What `replay`/`purge` act on: IDs, or filters, or --all (never a mix), as service keywords."""
     filters = _filters(args)
     if args.ids and (args.all or not filters.empty):
         print(f"dlq {verb}: give IDs or filters/--all, not both", file=ctx.err)
-        return USAGE, None, {}
+        return USAGE, {}
     if not args.ids and not args.all and filters.empty:
         print(f"dlq {verb}: say what to {verb}: IDs, filters (--tenant/--stage/--kind/--older-than/"
               "--newer-than) or --all", file=ctx.err)
-        return USAGE, None, {}
+        return USAGE, {}
     try:
         for i in args.ids:
             parse_id(i)
     except ValueError as err:
         print(f"dlq {verb}: {err}", file=ctx.err)
-        return USAGE, None, {}
-    entries, statuses = ctx.load()
-    from manifold.dlq_tools.records import select
+        return USAGE, {}
+    return OK, ({"ids": list(args.ids)} if args.ids else {"filters": filters}) | {"tenant": None}
 
-    selection = select(entries, statuses, filters, ctx.now, ids=args.ids)
-    if selection.unknown_ids:
-        print(f"dlq {verb}: no DLQ entry {', '.join(selection.unknown_ids)}; nothing done", file=ctx.err)
-        return NOTHING, None, statuses
-    return OK, selection, statuses
+
+def _unknown(ids: list[str], ctx: Context, verb: str) -> bool:
+    if ids:
+        print(f"dlq {verb}: no DLQ entry {', '.join(ids)}; nothing done", file=ctx.err)
+    return bool(ids)
 
 
 def _cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
-    code, selection, statuses = _pick(args, ctx, "replay")
-    if selection is None:
+    code, selector = _selector(args, ctx, "replay")
+    if code != OK:
         return code
-    todo: list[Entry] = []
-    for entry in selection.entries:
-        state = statuses.get(entry.id, Status()).state
-        if entry.letter is None:
-            print(f"skipping {entry.id}: not a DeadLetter ({entry.problem}); nothing to replay", file=ctx.err)
-        elif state == "purged":
-            print(f"skipping {entry.id}: purged", file=ctx.err)
-        else:
-            todo.append(entry)
-    if not todo:
+    plan = ctx.service.dry_run(**selector)
+    if _unknown(plan.unknown_ids, ctx, "replay"):
+        return NOTHING
+    for ident, why in plan.refused:
+        print(f"{'refused' if args.dry_run else 'skipping'} {ident}: {why}", file=ctx.err)
+    if not plan.valid:
         print("dlq replay: nothing to replay", file=ctx.err)
         return NOTHING
     if args.dry_run:
-        _table([_row(e, statuses.get(e.id, Status()), ctx.now) for e in todo], ctx.out, with_status=True)
-        print(f"dry run: would replay {len(todo)} message(s) to "
-              f"{', '.join(sorted({e.letter.source_topic for e in todo if e.letter}))}; nothing produced",
-              file=ctx.err)
-        return OK
-    from manifold.dlq_tools import dlq_bus as bus
-
-    present = ctx.bus.existing_topics()
-    missing = [e for e in todo if e.letter and e.letter.source_topic not in present]
-    for entry in missing:
-        print(f"skipping {entry.id}: source topic {entry.letter.source_topic} does not exist",  # type: ignore[union-attr]  # missing has letters only
-              file=ctx.err)
-    skipped = {e.id for e in missing}
-    todo = [e for e in todo if e.id not in skipped]
-    if not todo:
-        return NOTHING
-    targets = sorted({e.letter.source_topic for e in todo if e.letter})
-    if len(todo) > 1 and not args.yes:
-        answer = ctx.ask(f"Replay {len(todo)} messages to {', '.join(targets)}? [y/N] ")
+        return _print_plan(plan, ctx)
+    targets = ", ".join(plan.targets)
+    if len(plan.valid) > 1 and not args.yes:
+        answer = ctx.ask(f"Replay {len(plan.valid)} messages to {targets}? [y/N] ")
         if answer.lower() not in {"y", "yes"}:
             print("aborted; nothing replayed", file=ctx.err)
             return NOTHING
-    ctx.bus.ensure_actions_topic(ctx.actions_topic)
-    producer = ctx.bus.producer()
-    log = bus.ActionLog(producer, ctx.actions_topic)
     from tqdm import tqdm
 
-    with tqdm(total=len(todo), unit="msg", desc="replaying", file=sys.stderr, disable=None) as bar:
-        report = bus.replay(todo, producer, log,
-                            lambda e: ctx.action(e, "replayed", e.letter.source_topic if e.letter else None),
-                            bus.RateLimiter(args.rate), on_sent=bar.update)
+    from manifold.dlq_tools.service import StaleConfirmation
+
+    try:
+        with tqdm(total=len(plan.valid), unit="msg", desc="replaying", file=sys.stderr, disable=None) as bar:
+            report = ctx.service.replay(plan.digest, **selector, rate=args.rate, on_sent=bar.update)
+    except StaleConfirmation as err:
+        print(f"dlq replay: {err}", file=ctx.err)
+        return NOTHING
     for ident, why in report.failed:
         print(f"failed {ident}: {why}", file=ctx.err)
-    print(f"replayed {len(report.replayed)} of {len(todo)} message(s); recorded in {ctx.actions_topic}",
-          file=ctx.err)
-    return OK if not report.failed and not missing else NOTHING
+    print(f"replayed {len(report.replayed)} of {len(plan.valid)} message(s); recorded in "
+          f"{ctx.service.actions_topic}", file=ctx.err)
+    return OK if not report.failed and not report.refused else NOTHING
+
+
+def _print_plan(plan: DryRun, ctx: Context) -> int:
+    _table([_row(e, plan.statuses.get(e.id, Status()), ctx.now) for e in plan.valid], ctx.out, with_status=True)
+    per_topic = ", ".join(f"{topic} ({n})" for topic, n in plan.targets.items())
+    print(f"dry run: would replay {len(plan.valid)} message(s) to {per_topic}; refused {len(plan.refused)}; "
+          "nothing produced", file=ctx.err)
+    if plan.left_out:
+        print(f"{plan.left_out} more selected entr{'y' if plan.left_out == 1 else 'ies'} left out (cap)",
+              file=ctx.err)
+    print(f"digest: {plan.digest}", file=ctx.err)
+    return OK
 
 
 def _cmd_purge(args: argparse.Namespace, ctx: Context) -> int:
-    code, selection, statuses = _pick(args, ctx, "purge")
-    if selection is None:
+    code, selector = _selector(args, ctx, "purge")
+    if code != OK:
         return code
+    picked = ctx.service.pick(**selector)
+    if _unknown(picked.unknown_ids, ctx, "purge"):
+        return NOTHING
     todo = []
-    for entry in selection.entries:
-        if statuses.get(entry.id, Status()).state == "purged":
+    for entry, status in picked.rows:
+        if status.state == "purged":
             print(f"skipping {entry.id}: already purged", file=ctx.err)
         else:
-            todo.append(entry)
+            todo.append((entry, status))
     if not todo:
         print("dlq purge: nothing to purge", file=ctx.err)
         return NOTHING
     if not args.yes:
-        _table([_row(e, statuses.get(e.id, Status()), ctx.now) for e in todo], ctx.err, with_status=True)
+        _table([_row(e, status, ctx.now) for e, status in todo], ctx.err, with_status=True)
         answer = ctx.ask(f"Purge {len(todo)} entr{'y' if len(todo) == 1 else 'ies'}? Type {len(todo)} to confirm: ")
         if answer != str(len(todo)):
             print("aborted; nothing purged", file=ctx.err)
             return NOTHING
-    from manifold.dlq_tools import dlq_bus as bus
-
-    ctx.bus.ensure_actions_topic(ctx.actions_topic)
-    bus.ActionLog(ctx.bus.producer(), ctx.actions_topic).append([ctx.action(e, "purged") for e in todo])
-    print(f"purged {len(todo)} entr{'y' if len(todo) == 1 else 'ies'} (recorded in {ctx.actions_topic}; the "
-          f"messages stay in {ctx.dlq_topic} until its retention removes them)", file=ctx.err)
+    result = ctx.service.purge(ids=[e.id for e, _ in todo], tenant=None)
+    n = result.count
+    print(f"purged {n} entr{'y' if n == 1 else 'ies'} (recorded in {ctx.service.actions_topic}; the "
+          f"messages stay in {ctx.service.dlq_topic} until its retention removes them)", file=ctx.err)
     return OK
 
 
 def _cmd_stats(args: argparse.Namespace, ctx: Context) -> int:
-    from manifold.dlq_tools.records import stats
-
-    entries, statuses = ctx.load()
-    result = stats(entries, statuses, ctx.now)
+    result = ctx.service.stats(tenant=None)
     if args.json:
         json.dump(result, ctx.out, indent=2)
         ctx.out.write("\n")

@@ -8,7 +8,8 @@ row-level security like every tenant table. Connect as `manifold_ingest`.
 `in_flight` (read only) lists the versions the ledger handed out that the publisher has not seen
 yet (no manifest row for that version or a newer one), each with the furthest pipeline stage whose
 payload is staged: what `manifold status` and `reconcile` show for documents in flight, e.g.
-after a worker was killed mid-pipeline.
+after a worker was killed mid-pipeline. `newest_version` (read only) is the newest version handed
+out for one document: what the `dlq` tools compare a dead letter's version with (superseded?).
 """
 
 from __future__ import annotations
@@ -144,6 +145,15 @@ class PostgresVersionLedger:
             out.append(InFlight(tenant_id, document_id, int(version), stage, since))
         return out
 
+    def newest_version(self, tenant_id: str, document_id: str) -> int | None:
+        """The newest version the ledger handed out for the document (an upsert's or a delete's,
+        confirmed or not), or None when it never handed one out. Read only: one SELECT in a
+        read-only transaction of the tenant."""
+        with self._db.transaction(tenant_id, snapshot=True) as conn:
+            row = conn.execute("SELECT version FROM upstream_versions WHERE tenant_id = %s AND document_id = %s",
+                               (tenant_id, document_id)).fetchone()
+        return None if row is None else int(row[0])
+
     def confirm(self, tenant_id: str, document_id: str, version: int) -> None:
         with self._db.transaction(tenant_id) as conn:
             conn.execute(
@@ -175,3 +185,41 @@ class PostgresVersionLedger:
                 version = int(row[0])
             rows = conn.execute(_TIMELINE_SQL, {"tenant": tenant_id, "doc": document_id, "version": version}).fetchall()
         return Timeline(tenant_id, document_id, version, tuple((str(e), at) for e, at, _ in rows))
+
+    def publish_latency(self, tenant_id: str, last: int = 200) -> dict[str, str]:
+        """Over the tenant's `last` activations: the publisher's own latency (loaded → active) and
+        end to end (published upstream → active, for versions that are still the ledger's newest),
+        as p50 / p95 in seconds. Empty when nothing was activated yet. Read only."""
+        with self._db.transaction(tenant_id, snapshot=True) as conn:
+            row = conn.execute(_LATENCY_SQL, {"tenant": tenant_id, "last": last}).fetchone()
+        if row is None or row[0] == 0:
+            return {}
+        n, p50, p95, e50, e95 = row
+        out = {"activations": str(n), "loaded → active p50": _s(p50), "loaded → active p95": _s(p95)}
+        if e50 is not None:
+            out |= {"upstream → active p50": _s(e50), "upstream → active p95": _s(e95)}
+        return out
+
+
+def _s(seconds: float | None) -> str:
+    return "?" if seconds is None else f"{seconds:.2f} s"
+
+
+_LATENCY_SQL = """
+WITH recent AS (
+  SELECT m.document_id, m.version, m.staged_at, m.activated_at
+    FROM manifold.version_manifest m
+   WHERE m.tenant_id = %(tenant)s AND m.activated_at IS NOT NULL
+   ORDER BY m.activated_at DESC LIMIT %(last)s
+), e2e AS (
+  SELECT extract(epoch FROM r.activated_at - u.updated_at) AS s
+    FROM recent r JOIN manifold.upstream_versions u
+      ON u.tenant_id = %(tenant)s AND u.document_id = r.document_id AND u.version = r.version AND u.confirmed
+)
+SELECT count(*),
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM activated_at - staged_at)),
+       percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM activated_at - staged_at)),
+       (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY s) FROM e2e),
+       (SELECT percentile_cont(0.95) WITHIN GROUP (ORDER BY s) FROM e2e)
+  FROM recent
+"""

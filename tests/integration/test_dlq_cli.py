@@ -36,6 +36,9 @@ def dlq(kafka_bootstrap: str, unique: Callable[[str], str], capsys: pytest.Captu
     tenant, source = unique("dlqt"), unique("test.dlq-source")
     for stage in ("parse", "embed", "load"):
         monkeypatch.setitem(topics.STAGE_SOURCES, stage, source)
+    # The originals below are stand-ins, not signed events or stage notices: this file tests the
+    # bus mechanics; the original and version-ledger checks are tests/unit/test_dlq_service.py's.
+    monkeypatch.setattr(cli, "replay_checks", lambda settings: (None, None))
     ensure_topics(kafka_bootstrap, [topics.DLQ], topics.DEFAULT_PARTITIONS)
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
     for future in admin.create_topics([NewTopic(source, num_partitions=2, replication_factor=1)]).values():

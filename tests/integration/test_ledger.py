@@ -33,6 +33,16 @@ def test_versions_follow_content(ledger: PostgresVersionLedger, unique) -> None:
     assert ledger.reserve(tenant, "never.txt", None) is None
 
 
+def test_newest_version_is_the_newest_handed_out_and_per_tenant(ledger: PostgresVersionLedger, unique) -> None:
+    a, b = unique("ledger-newest-a"), unique("ledger-newest-b")
+    assert ledger.newest_version(a, "n.txt") is None
+    assert ledger.reserve(a, "n.txt", "1" * 64) == 1
+    assert ledger.newest_version(a, "n.txt") == 1  # unconfirmed counts: it was handed out
+    ledger.confirm(a, "n.txt", 1)
+    assert ledger.reserve(a, "n.txt", None) == 2  # a delete is a version too
+    assert ledger.newest_version(a, "n.txt") == 2 and ledger.newest_version(b, "n.txt") is None
+
+
 def test_tenants_do_not_share_documents(ledger: PostgresVersionLedger, unique) -> None:
     a, b = unique("ledger-a"), unique("ledger-b")
     assert ledger.reserve(a, "same.txt", "1" * 64) == 1
