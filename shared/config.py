@@ -267,6 +267,10 @@ class ServerSettings(_Section):
     gateway_clients: int = Field(4, ge=1, le=64, description="Kafka request/reply clients of a distributed gateway")
     mcp_token: SecretStr | None = None
     """The principal token `manifold mcp` (stdio) acts as; HTTP callers send their own."""
+    console: bool = True
+    """Serve the operator console at `/console` (issue 31; roles from the token's `console:*` scopes)."""
+    grafana_url: str = ""
+    """Where the console's overview links the Grafana dashboard (empty: no link)."""
 
 
 class StackSettings(_Section):

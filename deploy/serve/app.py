@@ -428,6 +428,11 @@ def create_app(settings: ManifoldSettings, backend: Backend, verifier: TokenVeri
         """Prometheus metrics of this process."""
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
+    if srv.console:  # the operator console at /console (its own sessions, roles and CSRF)
+        from manifold.deploy.console.routes import install
+
+        install(app, settings, backend, verifier.verify)
+
     for route in mcp_app.routes:  # MCP over streamable HTTP at /mcp, guarded below
         app.router.routes.append(route)
 

@@ -69,6 +69,10 @@ class Backend(Protocol):
     def readiness(self) -> dict[str, str]:
         """dependency -> "ok" or why it is not reachable."""
 
+    def nudge(self) -> None:
+        """Messages were put on the bus outside `publish`/`delete` (a console replay or re-run); an
+        in-process pipeline drains them now, a gateway does nothing (its workers consume them)."""
+
     def close(self) -> None: ...
 
 
@@ -223,6 +227,9 @@ class GatewayBackend:
             "neo4j": _tcp(s.neo4j.host, s.neo4j.bolt_port),
         }
 
+    def nudge(self) -> None:
+        return None  # the workers consume whatever was put on Kafka
+
     def close(self) -> None:
         with self._lock:
             for client in self._made:
@@ -340,6 +347,12 @@ class InProcessBackend:
 
     def groups_of(self, tenant_id: str, user_id: str) -> tuple[str, ...] | None:
         return self._acls.groups_of(tenant_id, user_id)
+
+    def nudge(self) -> None:
+        """Something was put on the embedded bus outside `publish` (a console replay or re-run):
+        make sure the pipeline thread runs and drains it now."""
+        self._client()
+        self._wake.set()
 
     def readiness(self) -> dict[str, str]:
         return {"postgres": _check(self._manifest.ping)}
