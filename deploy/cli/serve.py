@@ -103,7 +103,8 @@ def register(sub: Any) -> None:
                        "apply (default manifold-token)")
     token.add_argument("--scope", default="query:read documents:write",
                        help="space-separated scopes (default 'query:read documents:write'; add 'acl:write acl:read' "
-                       "for the HTTP ACL and group routes)")
+                       "for the HTTP ACL and group routes, and 'console:read', 'console:operate' or "
+                       "'console:admin' for the /console operator console)")
     token.set_defaults(run=_token)
     for command in (serve, mcp):
         add_profile(command)

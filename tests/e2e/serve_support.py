@@ -20,9 +20,9 @@ def running_uvicorn(app: Any) -> Iterator[str]:
 
 
 def token(settings: ManifoldSettings, tenant: str, *, scopes: tuple[str, ...] = ("query:read", "documents:write"),
-          ttl_s: int = 600, now: float | None = None, key: str | None = None) -> str:
+          ttl_s: int = 600, now: float | None = None, key: str | None = None, subject: str = "e2e-http") -> str:
     q = settings.query
     algorithm, signing = signing_key(settings)  # the configured key, or the dev key the tests opt into
-    return mint_token(key or signing, tenant_id=tenant, subject="e2e-http", scopes=scopes,
+    return mint_token(key or signing, tenant_id=tenant, subject=subject, scopes=scopes,
                       issuer=q.token_issuer, audience=q.token_audience, ttl_s=ttl_s, now=now,
                       algorithm="HS256" if key else algorithm)
