@@ -37,6 +37,8 @@ _FAILS_AT = {"parse": 1, "chunk": 2, "embed": 3, "extract": 4, "load": 5, "publi
 RERUN_FROM = {"chunk": "parsed", "embed": "chunked", "extract": "embedded", "load": "extracted"}
 """A stage re-runs from the staged output of the stage before it."""
 STORES = ("postgres", "elasticsearch", "neo4j")
+PAGE = 100
+"""Rows per page of the documents and dead-letter lists."""
 
 
 @dataclass
@@ -139,17 +141,19 @@ class ConsoleData:
         return [letter_row(entry, status) for entry, status in rows]
 
     def documents(self, tenant_id: str, *, state: str = "", stage: str = "", error: str = "",
-                  text: str = "", limit: int = 500) -> tuple[list[DocRow], int]:
-        """The tenant's documents (manifest, ledger in flight, failures), filtered; and how many
-        matched before `limit`."""
+                  text: str = "", offset: int = 0, limit: int = PAGE) -> tuple[list[DocRow], int]:
+        """One page of the tenant's documents (manifest, ledger in flight, failures) in id order,
+        filtered; and how many matched in all. Store chips are read for the page's rows only."""
         ports = self.ports()
         rows: dict[str, DocRow] = {}
+        active: dict[str, Any] = {}
         for entry in ports.manifest.entries(tenant_id):
             row = rows.setdefault(entry.document_id, DocRow(entry.document_id, entry.state, None, None, "active"))
             if row.newest_version is None or entry.version > row.newest_version:
                 row.newest_version, row.state = entry.version, entry.state
             if entry.state == "active":
                 row.active_version = entry.version
+                active[entry.document_id] = entry
         for row in rows.values():
             row.stage = "active" if row.state == "active" else row.state
         for f in ports.ledger.in_flight(tenant_id) if ports.ledger else []:
@@ -171,16 +175,22 @@ class ConsoleData:
             if row.error is None or letter["failed_at"] > row.error["failed_at"]:
                 row.error = letter
                 row.state = "failed"
-        held = {name: store.held_versions(tenant_id) for name, store in zip(STORES, ports.stores, strict=True)}
-        for row in rows.values():
-            if row.active_version is not None:
-                row.stores = {name: (row.document_id, row.active_version) in keys for name, keys in held.items()}
         out = [r for r in sorted(rows.values(), key=lambda r: r.document_id)
                if (not state or r.state == state) and (not stage or r.stage == stage or
                                                         (r.error or {}).get("stage") == stage)
                and (not error or (r.error is not None and (error == "any" or r.error["kind"] == error)))
                and (not text or text.lower() in r.document_id.lower())]
-        return out[:limit], len(out)
+        page = out[max(0, offset):max(0, offset) + limit]
+        keys = [(r.document_id, r.active_version) for r in page if r.active_version is not None]
+        if keys:
+            for name, store in zip(STORES, ports.stores, strict=True):
+                held = store.manifests(tenant_id, keys)
+                for r in page:
+                    if r.active_version is not None:
+                        want = active[r.document_id].expected_for(name)
+                        found = held.get((r.document_id, r.active_version))
+                        r.stores[name] = found is not None and want is not None and found.counts == want.counts
+        return page, len(out)
 
     def version(self, principal: Principal, document_id: str, version: int | None) -> VersionView | None:
         """One version of one document (default: the newest), or None when the tenant has no such

@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, FastAPI, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -30,7 +30,7 @@ from starlette.staticfiles import StaticFiles
 
 from manifold.deploy.console import charts
 from manifold.deploy.console.auth import COOKIE, CSRF_FIELD, CSRF_HEADER, Csrf, Role, Visitor, role_of
-from manifold.deploy.console.data import PIPELINE, RERUN_FROM, STORES, ConsoleData
+from manifold.deploy.console.data import PAGE, PIPELINE, RERUN_FROM, STORES, ConsoleData
 from manifold.query.auth import TokenError
 from manifold.query.types import Principal, QueryRequest
 from manifold.shared.config import ManifoldSettings
@@ -101,7 +101,10 @@ def install(app: FastAPI, settings: ManifoldSettings, backend: Any, verify: Call
     async def _acting(request: Request, role: Role) -> tuple[Visitor, dict[str, str]]:
         """A state-changing request: the role, and the CSRF token when the cookie authenticated it."""
         visitor = _need(request, role)
-        form = {k: str(v) for k, v in (await request.form()).items()}
+        posted = await request.form()
+        form = {k: str(v) for k, v in posted.items()}
+        if len(posted.getlist("ids")) > 1:  # several ticked entries: one `ids` field each, keep them all
+            form["ids"] = " ".join(str(v) for v in posted.getlist("ids"))
         if visitor.via_cookie:
             token = request.cookies.get(COOKIE, "")
             if not csrf.valid(token, form.get(CSRF_FIELD) or request.headers.get(CSRF_HEADER)):
@@ -159,12 +162,14 @@ def install(app: FastAPI, settings: ManifoldSettings, backend: Any, verify: Call
     # -- documents ----------------------------------------------------------------------------------
     @router.get("/documents")
     async def documents(request: Request, state: str = "", stage: str = "", error: str = "",
-                        q: str = "") -> HTMLResponse:
+                        q: str = "", page: int = 1) -> HTMLResponse:
         visitor = _need(request, Role.viewer)
-        rows, total = await run_in_threadpool(data.documents, visitor.tenant_id, state=state, stage=stage,
-                                              error=error, text=q)
-        return render("documents.html", request, visitor, rows=rows, total=total,
-                      filters={"state": state, "stage": stage, "error": error, "q": q})
+        page = max(1, page)
+        rows, total = await run_in_threadpool(lambda: data.documents(visitor.tenant_id, state=state, stage=stage,
+                                                                     error=error, text=q, offset=(page - 1) * PAGE))
+        filters = {"state": state, "stage": stage, "error": error, "q": q}
+        return render("documents.html", request, visitor, rows=rows, total=total, filters=filters,
+                      pager=_pager("/console/documents", filters, page, total))
 
     @router.get("/documents/{document_id:path}/version")
     async def version_page(request: Request, document_id: str, v: int | None = None,
@@ -220,9 +225,12 @@ def install(app: FastAPI, settings: ManifoldSettings, backend: Any, verify: Call
                                        include_closed=params.get("closed") == "1")
         from manifold.deploy.console.data import letter_row
 
-        letters = [letter_row(e, s) for e, s in rows]
+        page = max(1, _int(params.get("page")) or 1)
+        letters = [letter_row(e, s) for e, s in rows[(page - 1) * PAGE:page * PAGE]]
+        kept = {k: v for k, v in params.items() if k in ("stage", "kind", "older_than", "newer_than", "closed")}
         return render("dlq.html", request, visitor, letters=letters, filters=params, cap=REPLAY_CAP,
-                      admin=visitor.may(Role.admin), now=datetime.now(UTC))
+                      admin=visitor.may(Role.admin), now=datetime.now(UTC), total=len(rows),
+                      pager=_pager("/console/dlq", kept, page, len(rows)))
 
     @router.get("/dlq/{entry_id}")
     async def dlq_entry(request: Request, entry_id: str) -> HTMLResponse:
@@ -362,6 +370,16 @@ def _int(text: str | None) -> int:
         return int(str(text))
     except ValueError:
         return 0
+
+
+def _pager(path: str, params: dict[str, str], page: int, total: int) -> dict[str, Any]:
+    """Links to the previous and next page of a list, keeping its filters."""
+    pages = max(1, -(-total // PAGE))
+    def link(n: int) -> str:
+        return f"{path}?{urlencode({**{k: v for k, v in params.items() if v}, 'page': n})}"
+
+    return {"page": min(page, pages), "pages": pages, "total": total,
+            "prev": link(page - 1) if page > 1 else "", "next": link(page + 1) if page < pages else ""}
 
 
 def _back(document_id: str, version: int | None, said: str) -> Response:

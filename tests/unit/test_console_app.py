@@ -85,10 +85,11 @@ class FakeData:
 
     def documents(self, tenant_id: str, **filters: Any) -> tuple[list[DocRow], int]:
         self.calls.append(("documents", tenant_id))
+        self.calls.append(("offset", filters.get("offset")))
         row = DocRow(f"{tenant_id}-doc.pdf", "failed", None, 1, "queued",
                      error={"stage": "parse", "kind": "bad_input", "reason": "cannot parse PDF <script>",
                             "failed_at": datetime.now(UTC)})
-        return [row], 1
+        return [row], 250
 
     def dlq(self, actor: str) -> FakeDlq:
         return FakeDlq(self.calls)
@@ -242,3 +243,13 @@ def test_charts_escape_labels_and_scale_bars() -> None:
     widths = [int(w) for w in re.findall(r'<rect [^>]*width="(\d+)"', svg)]
     assert widths[0] == 2 * widths[1] and widths[2] == 0
     assert "polyline" in str(charts.sparkline([1, 2, 3]))
+
+
+def test_the_documents_list_paginates_and_keeps_its_filters(console) -> None:
+    client, data, s = console
+    _sign_in(client, _token(s, "console:read"))
+    page = client.get("/console/documents?state=failed&page=2")
+    assert ("offset", 100) in data.calls
+    assert "page 2 of 3 (250)" in page.text
+    assert 'href="/console/documents?state=failed&amp;page=3"' in page.text
+    assert 'href="/console/documents?state=failed&amp;page=1"' in page.text
