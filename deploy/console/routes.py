@@ -76,8 +76,9 @@ def install(app: FastAPI, settings: ManifoldSettings, backend: Any, verify: Call
 
     def visitor_of(request: Request) -> Visitor:
         header = request.headers.get("authorization", "")
-        via_cookie = not header
-        token = header[7:].strip() if header.lower().startswith("bearer ") else request.cookies.get(COOKIE, "")
+        bearer = header.lower().startswith("bearer ")
+        via_cookie = not bearer  # any other Authorization scheme never exempts a cookie from CSRF
+        token = header[7:].strip() if bearer else request.cookies.get(COOKIE, "")
         if not token:
             raise _Redirect(f"/console/login?next={quote(request.url.path)}")
         try:
@@ -98,8 +99,16 @@ def install(app: FastAPI, settings: ManifoldSettings, backend: Any, verify: Call
             raise _Denied(403, f"this needs the {role.name} role; you are signed in as a {visitor.role.name}")
         return visitor
 
+    def _same_origin(request: Request) -> None:
+        """A browser's POST from another origin is refused whatever it carries (defence in depth
+        beside SameSite=Strict and the CSRF token; also covers the sign-in form)."""
+        origin = request.headers.get("origin")
+        if origin and origin != "null" and origin.split("://", 1)[-1] != request.headers.get("host", ""):
+            raise _Denied(403, "a form from another site was refused")
+
     async def _acting(request: Request, role: Role) -> tuple[Visitor, dict[str, str]]:
         """A state-changing request: the role, and the CSRF token when the cookie authenticated it."""
+        _same_origin(request)
         visitor = _need(request, role)
         posted = await request.form()
         form = {k: str(v) for k, v in posted.items()}
@@ -125,6 +134,7 @@ def install(app: FastAPI, settings: ManifoldSettings, backend: Any, verify: Call
 
     @router.post("/login")
     def login(request: Request, token: str = Form(""), next: str = Form("/console")) -> Response:  # noqa: A002
+        _same_origin(request)
         try:
             principal = verify(token.strip())
         except TokenError as err:

@@ -253,3 +253,19 @@ def test_the_documents_list_paginates_and_keeps_its_filters(console) -> None:
     assert "page 2 of 3 (250)" in page.text
     assert 'href="/console/documents?state=failed&amp;page=3"' in page.text
     assert 'href="/console/documents?state=failed&amp;page=1"' in page.text
+
+
+def test_a_post_from_another_origin_or_a_non_bearer_header_gets_no_csrf_exemption(console) -> None:
+    client, data, s = console
+    token = _token(s, "console:operate")
+    csrf = _sign_in(client, token)
+    foreign = client.post("/console/dlq/dry-run", data={"ids": "3:0", "csrf": csrf},
+                          headers={"Origin": "https://evil.example"})
+    assert foreign.status_code == 403 and "another site" in foreign.text
+    basic = client.post("/console/dlq/dry-run", data={"ids": "3:0"}, headers={"Authorization": "Basic Zm9vOmJhcg=="})
+    assert basic.status_code == 403 and "CSRF" in basic.text
+    assert not [c for c in data.calls if c[0] == "dry_run"]
+    login = client.post("/console/login", data={"token": token}, headers={"Origin": "https://evil.example"})
+    assert login.status_code == 403
+    same = client.post("/console/dlq/dry-run", data={"ids": "3:0", "csrf": csrf}, headers={"Origin": "http://testserver"})
+    assert same.status_code == 200
