@@ -81,6 +81,13 @@ soak-smoke: venv
 	$(BIN)/python bench/soak_embedded.py --smoke --minutes 1 --sample-s 15 --warmup-minutes 0.2 --pg-port 15498 --http-port 18098 --out /tmp/soak-smoke/soak_embedded.json
 	$(BIN)/python bench/soak.py --smoke --minutes 1.5 --sample-s 15 --warmup-minutes 0.3 --out /tmp/soak-smoke/soak_distributed.json
 
+# The console's screenshots in docs/console/ (README "Operator console"), taken by its real-browser
+# test on the running stack (`manifold stack up`).
+.PHONY: console-screenshots
+console-screenshots: venv
+	CONSOLE_SCREENSHOTS=docs/console $(BIN)/python -m pytest -q -p no:cacheprovider \
+	  tests/e2e/test_console_browser.py -k photographed
+
 .PHONY: reliability
 reliability: venv
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit/test_fuzz_events.py tests/unit/test_fuzz_dlq.py \

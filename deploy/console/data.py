@@ -37,6 +37,8 @@ _FAILS_AT = {"parse": 1, "chunk": 2, "embed": 3, "extract": 4, "load": 5, "publi
 RERUN_FROM = {"chunk": "parsed", "embed": "chunked", "extract": "embedded", "load": "extracted"}
 """A stage re-runs from the staged output of the stage before it."""
 STORES = ("postgres", "elasticsearch", "neo4j")
+STORE_LABELS = {"postgres": "rows", "elasticsearch": "text", "neo4j": "graph"}
+"""What each store holds, as its chip says (the embedded profile keeps all three in PostgreSQL)."""
 PAGE = 100
 """Rows per page of the documents and dead-letter lists."""
 
@@ -336,7 +338,8 @@ class ConsoleData:
             history.append(point)
         return {"in_flight": dict(in_flight), "failed_recently": dict(failed_recently),
                 "letters_by_kind": dict(by_kind), "states": dict(states), "lag": lag,
-                "drift": self.drift(tenant_id), "latency": latency, "history": list(history)}
+                "drift": self.drift(tenant_id), "latency": latency, "history": list(history),
+                "refreshed": datetime.now(UTC).strftime("%H:%M:%S UTC")}
 
     def lag(self) -> dict[str, int]:
         """Messages each stage has not committed yet (-1: unknown)."""

@@ -30,7 +30,7 @@ from starlette.staticfiles import StaticFiles
 
 from manifold.deploy.console import charts
 from manifold.deploy.console.auth import COOKIE, CSRF_FIELD, CSRF_HEADER, Csrf, Role, Visitor, role_of
-from manifold.deploy.console.data import PAGE, PIPELINE, RERUN_FROM, STORES, ConsoleData
+from manifold.deploy.console.data import PAGE, PIPELINE, RERUN_FROM, STORE_LABELS, STORES, ConsoleData
 from manifold.query.auth import TokenError
 from manifold.query.types import Principal, QueryRequest
 from manifold.shared.config import ManifoldSettings
@@ -63,7 +63,8 @@ def install(app: FastAPI, settings: ManifoldSettings, backend: Any, verify: Call
     csrf = Csrf()
     env = Environment(loader=PackageLoader("manifold.deploy.console", "templates"),
                       autoescape=select_autoescape(["html"]), trim_blocks=True, lstrip_blocks=True)
-    env.globals.update(charts=charts, PIPELINE=PIPELINE, STORES=STORES, RERUN_FROM=RERUN_FROM,
+    env.globals.update(charts=charts, PIPELINE=PIPELINE, STORES=STORES, STORE_LABELS=STORE_LABELS,
+                       RERUN_FROM=RERUN_FROM,
                        grafana=settings.server.grafana_url)
     env.filters["pretty"] = lambda value: json.dumps(value, indent=2, default=str)
     env.filters["counts"] = lambda d: " · ".join(f"{k} {v}" for k, v in sorted(dict(d or {}).items())) or "—"
