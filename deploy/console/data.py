@@ -94,7 +94,9 @@ class ConsoleData:
         self._dlq: Any = None
         self._audit: Any = None
         self._history: dict[str, deque[dict[str, Any]]] = {}
-        self._drift: dict[str, tuple[float, dict[str, int]]] = {}
+        self._drift: dict[str, tuple[float, dict[str, Any]]] = {}
+        self._drifting: set[str] = set()
+        self._reader: Any = None
 
     # -- ports (built on first use) --------------------------------------------------------------
     def ports(self) -> Any:
@@ -148,14 +150,12 @@ class ConsoleData:
         filtered; and how many matched in all. Store chips are read for the page's rows only."""
         ports = self.ports()
         rows: dict[str, DocRow] = {}
-        active: dict[str, Any] = {}
-        for entry in ports.manifest.entries(tenant_id):
-            row = rows.setdefault(entry.document_id, DocRow(entry.document_id, entry.state, None, None, "active"))
-            if row.newest_version is None or entry.version > row.newest_version:
-                row.newest_version, row.state = entry.version, entry.state
-            if entry.state == "active":
-                row.active_version = entry.version
-                active[entry.document_id] = entry
+        for document_id, version, version_state in ports.manifest.states(tenant_id):
+            row = rows.setdefault(document_id, DocRow(document_id, version_state, None, None, "active"))
+            if row.newest_version is None or version > row.newest_version:
+                row.newest_version, row.state = version, version_state
+            if version_state == "active":
+                row.active_version = version
         for row in rows.values():
             row.stage = "active" if row.state == "active" else row.state
         for f in ports.ledger.in_flight(tenant_id) if ports.ledger else []:
@@ -185,6 +185,8 @@ class ConsoleData:
         page = out[max(0, offset):max(0, offset) + limit]
         keys = [(r.document_id, r.active_version) for r in page if r.active_version is not None]
         if keys:
+            active = {e.document_id: e for e in ports.manifest.entries_of(tenant_id, [k[0] for k in keys])
+                      if e.state == "active"}
             for name, store in zip(STORES, ports.stores, strict=True):
                 held = store.manifests(tenant_id, keys)
                 for r in page:
@@ -256,7 +258,10 @@ class ConsoleData:
         from manifold.shared.stores.acl_pg import resolve_scope
         from manifold.shared.stores.pg_connections import TenantConnections
 
-        db = TenantConnections(self.settings.postgres.query_conninfo(), connect_timeout=5)
+        with self._lock:
+            if self._reader is None:
+                self._reader = TenantConnections(self.settings.postgres.query_conninfo(), connect_timeout=5)
+            db = self._reader
         tenant = principal.tenant_id
         scope = resolve_scope(db, tenant, principal.subject, self.settings.query.acl_default_for(tenant))
         with reading_as(scope), db.transaction(tenant, snapshot=True) as conn:
@@ -328,7 +333,7 @@ class ConsoleData:
         hour_ago = datetime.now(UTC) - timedelta(hours=1)
         failed_recently = Counter(lt["stage"] for lt in letters if lt["failed_at"] >= hour_ago)
         by_kind = Counter(lt["kind"] for lt in letters)
-        states = Counter(e.state for e in ports.manifest.entries(tenant_id))
+        states = Counter(state for _, _, state in ports.manifest.states(tenant_id))
         lag = self.lag()
         latency = self.ledger().publish_latency(tenant_id)
         point = {"at": time.time(), "in_flight": sum(in_flight.values()), "letters": len(letters),
@@ -357,17 +362,34 @@ class ConsoleData:
 
         return group_lags(self.settings.kafka.bootstrap_servers, sources, timeout_s=3)
 
-    def drift(self, tenant_id: str, max_age_s: float = 60.0) -> dict[str, int]:
-        """Drift per kind from a report-only reconcile of the tenant, at most `max_age_s` old."""
+    def drift(self, tenant_id: str, max_age_s: float | None = None) -> dict[str, Any]:
+        """Drift per kind from a report-only reconcile of the tenant, with `as_of`. The reconcile
+        reads every active version in every store, so it runs in the background: a page shows the
+        last result (or none yet) and never waits for it; one runs at a time per tenant, at most
+        every `max_age_s` (default: the reconcile worker's own `ingest.reconcile_interval_s`)."""
+        if max_age_s is None:
+            max_age_s = self.settings.ingest.reconcile_interval_s
         cached = self._drift.get(tenant_id)
-        if cached and time.monotonic() - cached[0] < max_age_s:
-            return cached[1]
+        with self._lock:
+            stale = cached is None or time.monotonic() - cached[0] >= max_age_s
+            if stale and tenant_id not in self._drifting:
+                self._drifting.add(tenant_id)
+                threading.Thread(target=self._detect, args=(tenant_id,), name="console-drift", daemon=True).start()
+        return cached[1] if cached else {}
+
+    def _detect(self, tenant_id: str) -> None:
         from manifold.ingest import reconciler
 
-        found = reconciler.detect(self.ports(), tenant_id, grace_s=self.settings.ingest.gc_grace_s)
-        kinds = {k: 0 for k in reconciler.KINDS} | dict(Counter(f.kind for f in found))
-        self._drift[tenant_id] = (time.monotonic(), kinds)
-        return kinds
+        try:
+            found = reconciler.detect(self.ports(), tenant_id, grace_s=self.settings.ingest.gc_grace_s)
+            kinds: dict[str, Any] = {k: 0 for k in reconciler.KINDS} | dict(Counter(f.kind for f in found))
+            kinds["as of"] = datetime.now(UTC).strftime("%H:%M:%S UTC")
+            self._drift[tenant_id] = (time.monotonic(), kinds)
+        except Exception as err:  # noqa: BLE001 - shown on the page; the next refresh tries again
+            self._drift[tenant_id] = (time.monotonic(), {"unknown": f"{type(err).__name__}: {err}"})
+        finally:
+            with self._lock:
+                self._drifting.discard(tenant_id)
 
 
 def letter_row(entry: Any, status: Any) -> dict[str, Any]:

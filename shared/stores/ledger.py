@@ -44,9 +44,7 @@ class InFlight:
 _IN_FLIGHT_SQL = """
 SELECT u.document_id, u.version, u.deleted, u.confirmed, u.updated_at,
        (SELECT array_agg(DISTINCT p.stage) FROM manifold.stage_payloads p
-         WHERE p.tenant_id = u.tenant_id
-           AND starts_with(p.key, u.tenant_id || '/' || u.version || '/')
-           AND right(p.key, length(u.document_id) + 1) = '/' || u.document_id) AS stages
+         WHERE p.tenant_id = u.tenant_id AND p.document_id = u.document_id AND p.version = u.version) AS stages
   FROM manifold.upstream_versions u
  WHERE u.tenant_id = %s
    AND NOT EXISTS (SELECT 1 FROM manifold.version_manifest m

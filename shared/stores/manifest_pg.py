@@ -20,7 +20,7 @@ Guarantees (see `manifold.shared.ports.VersionManifest`):
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import psycopg
@@ -191,6 +191,21 @@ class PostgresVersionManifest:
             return [_entry(r) for r in conn.execute(
                 f"SELECT {_COLS} FROM manifold.version_manifest WHERE tenant_id = %s "
                 "ORDER BY document_id, version", (tenant_id,)).fetchall()]
+
+    def states(self, tenant_id: str) -> list[tuple[str, int, str]]:
+        """(document, version, state) of every version of the tenant, in document order: what a
+        list of documents needs, without decoding each version's expected manifests."""
+        with self._db.transaction(tenant_id, snapshot=True) as conn:
+            rows = conn.execute("SELECT document_id, version, state FROM manifold.version_manifest "
+                                "WHERE tenant_id = %s ORDER BY document_id, version", (tenant_id,)).fetchall()
+        return [(str(d), int(v), str(st)) for d, v, st in rows]
+
+    def entries_of(self, tenant_id: str, document_ids: Sequence[str]) -> list[VersionEntry]:
+        """Every version of the named documents (one statement)."""
+        with self._db.transaction(tenant_id, snapshot=True) as conn:
+            return [_entry(r) for r in conn.execute(
+                f"SELECT {_COLS} FROM manifold.version_manifest WHERE tenant_id = %s AND document_id = ANY(%s) "
+                "ORDER BY document_id, version", (tenant_id, list(document_ids))).fetchall()]
 
     def purgeable(self, tenant_id: str, grace_s: float) -> list[VersionEntry]:
         with self._db.transaction(tenant_id, snapshot=True) as conn:

@@ -17,7 +17,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import quote, urlparse
 
 import httpx
 import pytest
@@ -492,3 +492,29 @@ def test_every_page_renders_without_errors_and_is_photographed(browser: Any, see
         assert errors == [], errors
     for name in ("overview", "documents", "version", "dead-letters", "replay-dry-run", "ask", "audit"):
         assert (out / f"{name}.png").stat().st_size > 5_000, name
+
+
+# -- hostile input: names, chunk text and error messages are text, never markup ------------------------
+XSS = '<img src=x onerror="window.__xss=1">'
+
+
+def test_markup_in_names_text_and_errors_is_shown_as_text(browser: Any, seeded: Console) -> None:
+    hostile = f"notes/{XSS}.md"
+    assert upload(seeded, hostile, f"# {XSS}\n\nThe pallet wrapper {XSS} is serviced monthly.\n".encode())[
+        "outcome"] == "published"
+    wait_active(seeded, hostile, timeout_s=300)
+    broken = f"scans/{XSS}.pdf"
+    assert upload(seeded, broken, b"%PDF-1.4 " + XSS.encode(), media_type="application/pdf")["outcome"] == "published"
+    wait_until(f"{broken} to be listed as failed", lambda: console_lists_failed(seeded, broken), timeout_s=180)
+    with signed_in(browser, seeded, "admin") as page:
+        dialogs: list[str] = []
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        for path in ("/console/documents", "/console/documents?state=failed", "/console/dlq",
+                     f"/console/documents/{quote(hostile)}/version"):
+            page.goto(path)
+            assert page.evaluate("window.__xss") is None, path
+            assert page.locator("img[src=x]").count() == 0, path
+        assert XSS in page.locator("#chunks").inner_text()  # the chunk text, shown literally
+        page.goto("/console/documents")
+        assert any(XSS in t for t in row_texts(page, "tr.doc")), row_texts(page, "tr.doc")
+        assert dialogs == []
