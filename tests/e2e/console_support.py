@@ -149,7 +149,9 @@ def console_lists_failed(console: Console, document_id: str) -> bool:
     r = httpx.get(f"{console.url}/console/documents", params={"state": "failed"}, headers=console.bearer("operator"),
                   timeout=30)
     assert r.status_code == 200, r.text
-    return f'data-doc="{document_id}"' in r.text
+    from markupsafe import escape
+
+    return f'data-doc="{escape(document_id)}"' in r.text  # as the template writes the attribute
 
 
 # -- dead letters, written the way the stage runner writes them ----------------------------------------

@@ -132,7 +132,7 @@ def test_sign_in_shows_the_overview_and_the_session_cookie_is_httponly_and_stric
         expect(page.locator("#overview-error")).to_have_count(0)
         cards = set(page.locator("#overview .card h2").all_inner_texts())
         assert {"In flight by stage", "Failed in the last hour", "Open dead letters by kind", "Consumer lag",
-                "Versions by state", "Drift (last minute)", "Publish latency", "Trend"} <= cards, cards
+                "Versions by state", "Drift", "Publish latency", "Trend"} <= cards, cards
         expect(page.locator("#nav-audit")).to_be_visible()  # an operator may read the audit log
 
         [cookie] = [c for c in context.cookies() if c["name"] == "manifold_console"]
@@ -499,8 +499,8 @@ XSS = '<img src=x onerror="window.__xss=1">'
 
 
 def test_markup_in_names_text_and_errors_is_shown_as_text(browser: Any, seeded: Console) -> None:
-    hostile = f"notes/{XSS}.md"
-    assert upload(seeded, hostile, f"# {XSS}\n\nThe pallet wrapper {XSS} is serviced monthly.\n".encode())[
+    hostile = f"notes/{XSS}.txt"  # plain text keeps the markup in the chunk (Markdown would drop the HTML)
+    assert upload(seeded, hostile, f"The pallet wrapper {XSS} is serviced monthly.\n".encode())[
         "outcome"] == "published"
     wait_active(seeded, hostile, timeout_s=300)
     broken = f"scans/{XSS}.pdf"
