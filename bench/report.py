@@ -613,13 +613,16 @@ def build(results: Path) -> str:
     from report_soak import soak_section
 
     lines += soak_section(results)
+    from report_console import console_section
+
+    lines += console_section(results)
     lines += other_section(results, {"soak_distributed.json", "soak_embedded.json",
                                      "soak_embedded_before_arena_cap.json", "ingest_throughput.json", "ingest_throughput_distributed.json",
                                      "query_latency.json", "scifact.json", "eval_golden.json",
                                      "serve_latency.json", "scifact_offline_bm25.json", "unseen_worlds.json",
                                      "unseen_worlds_dev.json", "scifact_titled.json", "everyday_baselines.json",
                                      "everyday_embedded.json", "everyday_distributed.json", "guard_eval.json",
-                                     "embedded_ask_latency.json", "acl_bench.json"})
+                                     "embedded_ask_latency.json", "acl_bench.json", "console_pages.json"})
     return "\n".join(lines) + "\n"
 
 
