@@ -131,9 +131,10 @@ def lag(bus: Bus, group: str, topic: str) -> int:
     return sum(max(0, end - done.get(p, 0)) for p, end in bus.end_offsets(topic).items())
 
 
-def read_all(bus: Bus, topic: str, batch: int = 500) -> list[BusMessage]:
-    """Every message on `topic` (e.g. the DLQ), without touching any group's offsets."""
-    positions = dict.fromkeys(range(bus.partitions), 0)
+def read_all(bus: Bus, topic: str, batch: int = 500, since: Mapping[int, int] | None = None) -> list[BusMessage]:
+    """Every message on `topic` (e.g. the DLQ), or only those at or after the per-partition
+    offsets `since` (end offsets taken earlier), without touching any group's offsets."""
+    positions = {p: (since or {}).get(p, 0) for p in range(bus.partitions)}
     out: list[BusMessage] = []
     while True:
         got = bus.fetch(topic, positions, batch)

@@ -253,9 +253,8 @@ class EmbeddedPipeline:
                         progress(role, len(msgs))
                 if not moved:
                     break
-        for msg in read_all(self.bus, topics.DLQ):
-            if msg.offset() >= dlq_before.get(msg.partition(), 0):
-                report.dead_letters.append(DeadLetter.model_validate_json(msg.value()))
+        for msg in read_all(self.bus, topics.DLQ, since=dlq_before):  # this drain's letters only
+            report.dead_letters.append(DeadLetter.model_validate_json(msg.value()))
         return report
 
     def close(self) -> None:
