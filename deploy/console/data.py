@@ -191,7 +191,8 @@ class ConsoleData:
                 held = store.manifests(tenant_id, keys)
                 for r in page:
                     if r.active_version is not None:
-                        want = active[r.document_id].expected_for(name)
+                        entry = active.get(r.document_id)  # None: another version activated meanwhile
+                        want = entry.expected_for(name) if entry is not None else None
                         found = held.get((r.document_id, r.active_version))
                         r.stores[name] = found is not None and want is not None and found.counts == want.counts
         return page, len(out)
@@ -232,8 +233,7 @@ class ConsoleData:
             if extracted is not None:
                 chunks = [{"ordinal": c.ordinal, "kind": c.kind, "text": c.text} for c in extracted.chunks[:200]]
                 entities = [{"type": e.type, "name": e.name, "key": e.canonical_key} for e in extracted.entities[:200]]
-                records = [{"type": r.record_type if hasattr(r, "record_type") else type(r).__name__,
-                            "number": getattr(r, "number", None), "lines": len(getattr(r, "lines", []) or [])}
+                records = [{"type": r.record_type, "number": r.number, "lines": len(r.lines)}
                            for r in extracted.records[:200]]
         letters = [lt for lt in self.open_letters(tenant) if lt.get("document_id") == document_id]
         return VersionView(document_id, v, entry.state if entry else "in flight", events, stores, readable,
