@@ -12,10 +12,11 @@ Guarantees of `HybridExecutor.run(params, *, tenant_id, timeout_s)`:
   `settings.fusion_method[params.query_class]` (else `["default"]`): weighted RRF with
   `k = settings.rrf_k` and `settings.rrf_weights[class]`, or normalised score fusion (min-max or
   z-score) with `settings.score_weights[class]`, with `settings.fusion_document_support`; then
-  union, dedup (chunk id, content hash, overlap), identity hits first, per-document cap, at most
-  `params.limit` chunks. With `params.terms` (technical identifiers the question names), the
-  first `_TERM_POOL` fused chunks are reordered so that those holding more of the terms
-  literally come first (`promote_terms`), then `params.limit` are kept.
+  union, dedup (chunk id, content hash, overlap), identity hits first, per-document cap. The
+  first `_TERM_POOL` fused chunks (with `params.terms`, the technical identifiers the question
+  names, also the terms branch's hits that hold one) are then ordered by `query.pool.arrange`:
+  navigation (tables of contents) after content, chunks holding more of the terms literally
+  first, the best two fused content chunks kept; then `params.limit` are kept.
   `result["fusion"]` names the method used.
 - Output hits carry the fused rank and score; each evidence item carries every branch's original
   rank in `claims["ranks"]`, the branches in `routes`, and merged duplicate ids in
@@ -36,10 +37,10 @@ from typing import Any, Protocol
 
 from manifold.query.evidence import StoreClock, chunk_evidence, final_check, now_utc, require_list, unique
 from manifold.query.executors.vector import VectorExecutor
-from manifold.query.fusion import Fused, fuse
+from manifold.query.fusion import fuse
 from manifold.query.plan import BM25SearchParams, ExactLookupParams, HybridSearchParams, VectorSearchParams
-from manifold.query.routing.terms import occurs
-from manifold.query.types import Evidence, StepResult, TextHit
+from manifold.query.pool import arrange, with_term_hits
+from manifold.query.types import Evidence, StepResult
 from manifold.shared.config import QuerySettings
 from manifold.shared.errors import Transient
 from manifold.shared.stores.pg_connections import TenantConnections
@@ -54,40 +55,6 @@ store call is already bounded by its own timeout)."""
 
 _TERM_POOL = 30
 """With `terms`, how many fused candidates are reordered before the step's `limit` is taken."""
-
-
-def _held(hit: TextHit, terms: Sequence[str]) -> int:
-    text = f"{hit.section_title}\n{hit.text}"
-    return sum(occurs(t, text) for t in terms)
-
-
-def with_term_hits(fused: Sequence[Fused], term_hits: Sequence[TextHit], terms: Sequence[str]) -> list[Fused]:
-    """`fused`, then the hits of the terms branch (BM25 for the terms alone) that hold a term
-    literally and are not already there (score: the lowest fused score): a passage that defines
-    the identifier joins the pool even when the question's other words rank it low."""
-    seen = {f.hit.chunk_id for f in fused} | {m for f in fused for m in f.merged_ids}
-    floor = min((f.score for f in fused), default=0.0)
-    extra = [Fused(hit=h, score=floor, ranks={"terms": h.rank}, identity=False)
-             for h in term_hits if h.chunk_id not in seen and _held(h, terms)]
-    return [*fused, *extra]
-
-
-def promote_terms(hits: Sequence[Any], terms: Sequence[str], per_document_cap: int | None = None) -> list[Any]:
-    """Fused hits (`.hit.text`, `.hit.section_title`, `.hit.identity`) with identity hits first,
-    then those holding more of `terms` literally (`routing.terms.occurs`), fused order otherwise
-    (a stable sort), at most `per_document_cap` per document: the passage that holds the
-    identifier a question names ranks first."""
-    if not terms:
-        return list(hits)
-    ranked = sorted(hits, key=lambda f: (not f.hit.identity, -_held(f.hit, terms)))
-    if per_document_cap is None:
-        return ranked
-    kept, per_doc = [], dict[str, int]()
-    for f in ranked:
-        if per_doc.get(f.hit.document_id, 0) < per_document_cap:
-            per_doc[f.hit.document_id] = per_doc.get(f.hit.document_id, 0) + 1
-            kept.append(f)
-    return kept
 
 
 def fusion_choice(settings: QuerySettings, query_class: str) -> tuple[str, dict[str, float]]:
@@ -174,12 +141,12 @@ class HybridExecutor:
             raise Transient("hybrid search: every branch failed: " +
                             "; ".join(f"{b}: {r}" for b, r in failed.items()))
         method, weights = fusion_choice(self._settings, params.query_class)
-        depth_out = max(params.limit, _TERM_POOL) if params.terms else params.limit
+        depth_out = max(params.limit, _TERM_POOL)
         fusion = fuse({b: r.hits for b, r in results.items()}, k=self._settings.rrf_k, weights=weights,
                       per_document_cap=params.per_document_cap, limit=depth_out, failed=failed, method=method,
                       document_support=self._settings.fusion_document_support)
-        fused = promote_terms(with_term_hits(fusion.hits, anchored.hits if anchored else (), params.terms),
-                              params.terms, per_document_cap=params.per_document_cap)[:params.limit]
+        fused = arrange(with_term_hits(fusion.hits, anchored.hits if anchored else (), params.terms),
+                        params.terms, limit=params.limit, per_document_cap=params.per_document_cap)
         clock = StoreClock()
         with clock, self._db.transaction(tenant_id) as conn:
             checked, dropped = final_check(conn, tenant_id, [f.hit for f in fused])

@@ -7,9 +7,9 @@ from datetime import UTC, date, datetime
 
 from manifold.query import abstain
 from manifold.query.assemble import best_passage
-from manifold.query.executors.hybrid import promote_terms, with_term_hits
 from manifold.query.fusion import Fused
 from manifold.query.planner import compile_plan, plan_with_notes
+from manifold.query.pool import promote_terms, with_term_hits
 from manifold.query.router import route
 from manifold.query.routing.terms import covered, occurs, salient_terms, technical_terms
 from manifold.query.types import CatalogEntry, Evidence, Holdings, TextHit

@@ -1,0 +1,121 @@
+"""The candidate pool after fusion: how the fused chunks of a text search are ordered before the
+step keeps its `limit` (pure functions, no I/O).
+
+`arrange(fused, terms, limit=..., per_document_cap=...)` guarantees, in order:
+
+1. **Navigation last.** A chunk that is navigation rather than content (`is_navigation`: a table
+   of contents, its lines ending in dot leaders and page numbers, or a section titled
+   "Contents") sorts after every content chunk of the pool, unless it is an exact identity hit.
+   It stays in the pool: when nothing else matched, it is still evidence of where a topic is.
+2. **Identifiers first.** With `terms` (technical identifiers the question names), identity hits
+   come first, then the chunks holding more of the terms literally (`routing.terms.occurs`, in
+   the section title or the text), in fused order otherwise (`promote_terms`); at most
+   `per_document_cap` chunks per document.
+3. **Consensus kept.** The first `KEEP_FUSED` content chunks of the fused order are among the
+   `limit` returned even when they hold no term: a question that mentions an identifier in
+   passing ("in a debian/copyright file, which fields ...") keeps the passages both branches
+   agreed on, after the ones that hold the identifier.
+
+The order is total and deterministic (stable sorts over the fused order).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from manifold.query.fusion import Fused
+from manifold.query.routing.terms import occurs
+from manifold.query.types import TextHit
+
+KEEP_FUSED = 2
+"""How many of the best fused content chunks always stay within the step's `limit`."""
+
+_LEADER = re.compile(r"(?:\.[ \t]?){4,}[ \t]*\d*")
+"""Dot leaders: at least four dots, optionally spaced, optionally followed by a page number."""
+_LEADER_LINE = re.compile(r"(?:\.[ \t]?){4,}[ \t]*[0-9ivxlc]+[ \t]*$", re.IGNORECASE | re.MULTILINE)
+_CONTENTS_TITLE = re.compile(r"^\s*(?:table\s+of\s+)?contents\s*$", re.IGNORECASE)
+NAVIGATION_SHARE = 0.15
+"""A chunk whose dot leaders take at least this share of its characters is navigation."""
+NAVIGATION_LINES = 3
+"""... as is one with at least this many lines ending in dot leaders and a page number."""
+
+
+def is_navigation(section_title: str | None, text: str) -> bool:
+    """Whether a chunk is a table of contents rather than content (see the module docstring)."""
+    if section_title and _CONTENTS_TITLE.match(section_title):
+        return True
+    if not text:
+        return False
+    if len(_LEADER_LINE.findall(text)) >= NAVIGATION_LINES:
+        return True
+    leaders = sum(len(m.group(0)) for m in _LEADER.finditer(text))
+    return leaders >= NAVIGATION_SHARE * len(text)
+
+
+def held(hit: TextHit, terms: Sequence[str]) -> int:
+    """How many of `terms` occur literally in the hit's section title or text."""
+    text = f"{hit.section_title}\n{hit.text}"
+    return sum(occurs(t, text) for t in terms)
+
+
+def with_term_hits(fused: Sequence[Fused], term_hits: Sequence[TextHit], terms: Sequence[str]) -> list[Fused]:
+    """`fused`, then the hits of the terms branch (BM25 for the terms alone) that hold a term
+    literally and are not already there (score: the lowest fused score): a passage that defines
+    the identifier joins the pool even when the question's other words rank it low."""
+    seen = {f.hit.chunk_id for f in fused} | {m for f in fused for m in f.merged_ids}
+    floor = min((f.score for f in fused), default=0.0)
+    extra = [Fused(hit=h, score=floor, ranks={"terms": h.rank}, identity=False)
+             for h in term_hits if h.chunk_id not in seen and held(h, terms)]
+    return [*fused, *extra]
+
+
+def _navigation(f: Any) -> bool:
+    return not f.hit.identity and is_navigation(f.hit.section_title, f.hit.text)
+
+
+def _capped(hits: Sequence[Any], per_document_cap: int | None) -> list[Any]:
+    if per_document_cap is None:
+        return list(hits)
+    kept, per_doc = [], dict[str, int]()
+    for f in hits:
+        if per_doc.get(f.hit.document_id, 0) < per_document_cap:
+            per_doc[f.hit.document_id] = per_doc.get(f.hit.document_id, 0) + 1
+            kept.append(f)
+    return kept
+
+
+def promote_terms(hits: Sequence[Any], terms: Sequence[str], per_document_cap: int | None = None) -> list[Any]:
+    """Fused hits (`.hit.text`, `.hit.section_title`, `.hit.identity`) with identity hits first,
+    then those holding more of `terms` literally (`routing.terms.occurs`), fused order otherwise
+    (a stable sort), at most `per_document_cap` per document: the passage that holds the
+    identifier a question names ranks first."""
+    if not terms:
+        return list(hits)
+    return _capped(sorted(hits, key=lambda f: (not f.hit.identity, -held(f.hit, terms))), per_document_cap)
+
+
+def arrange(fused: Sequence[Any], terms: Sequence[str], *, limit: int,
+            per_document_cap: int | None = None) -> list[Any]:
+    """The pool in the order the step keeps it, at most `limit` (see the module docstring)."""
+    ordered = sorted(fused, key=_navigation)
+    ranked = promote_terms(ordered, terms, per_document_cap) if terms else _capped(ordered, per_document_cap)
+    out = ranked[:limit]
+    if not terms:
+        return out
+    consensus = [f for f in ordered[:KEEP_FUSED] if not _navigation(f)]
+    protected = {f.hit.chunk_id for f in consensus}
+    for f in consensus:
+        if any(o.hit.chunk_id == f.hit.chunk_id for o in out):
+            continue
+        if per_document_cap is not None and \
+                sum(o.hit.document_id == f.hit.document_id for o in out) >= per_document_cap:
+            continue  # its document already has its share of the returned chunks
+        if len(out) >= limit:  # make room: drop the last chunk that is not itself consensus
+            drop = next((i for i in range(len(out) - 1, -1, -1) if out[i].hit.chunk_id not in protected), None)
+            if drop is None:
+                break
+            del out[drop]
+        out.append(f)
+    return out

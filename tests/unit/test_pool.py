@@ -1,0 +1,70 @@
+"""The candidate pool after fusion (`query.pool`): navigation last, identifiers first, the fused
+consensus kept (pure functions, no services)."""
+
+from __future__ import annotations
+
+from manifold.query.fusion import Fused
+from manifold.query.pool import KEEP_FUSED, arrange, is_navigation
+from manifold.query.types import TextHit
+
+TOC = ("Contents\n5.8 How can I check that I am using a Debian system? . . . . . . . . . 18\n"
+       "5.9 How does Debian support non-English languages? . . . . . . . . 19\n"
+       "6.1 What is the release policy? . . . . . . . . . . . . 21\n")
+
+
+def fused(chunk: str, text: str, *, doc: str | None = None, title: str = "", identity: bool = False,
+          score: float = 1.0) -> Fused:
+    hit = TextHit(chunk_id=chunk, document_id=doc or f"doc-{chunk}", version=1, section_id="s",
+                  section_title=title, text=text, content_sha256=chunk, source="bm25", rank=1, identity=identity)
+    return Fused(hit=hit, score=score, ranks={"bm25": 1}, identity=identity)
+
+
+def test_a_table_of_contents_is_navigation_and_prose_is_not() -> None:
+    assert is_navigation("", TOC)
+    assert is_navigation("Table of Contents", "1 Introduction 2 Usage")
+    assert is_navigation(None, "7.8 The mc command . . . . . . . . . . . . . . . . . . . . . . . . . . . . 42")
+    assert not is_navigation("Usage", "Wait... then run it. The value is 3.14 and 2.71.")
+    assert not is_navigation("Contents of the package", "The package holds a README and a license.")
+    assert not is_navigation(None, "")
+
+
+def test_navigation_sorts_after_content_but_stays_in_the_pool() -> None:
+    pool = [fused("toc", TOC), fused("a", "Codenames come from Toy Story."), fused("b", "Release policy text.")]
+    out = arrange(pool, [], limit=3)
+    assert [f.hit.chunk_id for f in out] == ["a", "b", "toc"]
+    assert [f.hit.chunk_id for f in arrange(pool, [], limit=2)] == ["a", "b"]
+
+
+def test_an_identity_hit_is_never_demoted_as_navigation() -> None:
+    pool = [fused("toc", TOC, identity=True), fused("a", "prose")]
+    assert [f.hit.chunk_id for f in arrange(pool, [], limit=2)] == ["toc", "a"]
+
+
+def test_term_holders_lead_and_the_fused_consensus_is_kept() -> None:
+    assert KEEP_FUSED == 2
+    pool = [fused("top", "The debian/copyright file must be machine-readable.", doc="fmt"),
+            fused("answer", "Files: required. Copyright: required. License: required.", doc="fmt"),
+            fused("x", "See debian/copyright for details.", doc="guide"),
+            fused("y", "debian/copyright example stanzas", doc="fmt"),
+            fused("z", "a debian/copyright mention", doc="policy"),
+            fused("w", "another debian/copyright mention", doc="faq")]
+    out = [f.hit.chunk_id for f in arrange(pool, ["debian/copyright"], limit=4)]
+    assert out[:3] == ["top", "x", "y"]  # term holders first, in fused order
+    assert "answer" in out  # the second fused chunk stays although it holds no term
+    assert len(out) == 4
+
+
+def test_the_consensus_respects_the_per_document_cap() -> None:
+    pool = [fused("a", "no term here", doc="d"), fused("b", "nor here", doc="d"),
+            fused("c", "the TERM_X holder", doc="d"), fused("e", "TERM_X again", doc="e")]
+    out = arrange(pool, ["TERM_X"], limit=3, per_document_cap=2)
+    ids = [f.hit.chunk_id for f in out]
+    assert sum(f.hit.document_id == "d" for f in out) <= 2
+    assert ids[0] == "c" and "e" in ids
+
+
+def test_making_room_for_the_consensus_never_drops_the_other_consensus_chunk() -> None:
+    pool = [fused("a", "no term here", doc="d"), fused("b", "nor here", doc="d"),
+            fused("c", "the TERM_X holder", doc="f"), fused("e", "TERM_X again", doc="e")]
+    ids = [f.hit.chunk_id for f in arrange(pool, ["TERM_X"], limit=3)]
+    assert ids == ["c", "a", "b"]
