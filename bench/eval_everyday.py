@@ -135,6 +135,8 @@ def ask_all(settings: Any, tenant: str, questions: list[dict[str, Any]]) -> list
                 "id": q["id"], "split": q["split"], "kind": q["kind"], "domain": q.get("domain"),
                 "answerable": q["answerable"], "question": q["question"], "status": reply.status,
                 "found": found(texts, q["support"]) if q["answerable"] else None,
+                "found_at_1": found(texts[:1], q["support"]) if q["answerable"] else None,
+                "answer_quotes_support": found([reply.answer], q["support"]) if q["answerable"] else None,
                 "empty": not reply.evidence, "abstained": abstained,
                 "abstained_strict": reply.status == "no_answer", "refused": reply.status == "refused",
                 "answer": reply.answer[:300], "texts": texts, "documents": [ev.document_id for ev in reply.evidence][:TOP_K],
@@ -157,6 +159,10 @@ def report(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "abstained_strict": round(sum(r["abstained_strict"] for r in unanswerable) / len(unanswerable), 3)
             if unanswerable else None,
             "false_abstentions": sum(r["abstained"] for r in answerable),
+            "found_at_1": round(sum(bool(r.get("found_at_1")) for r in answerable) / len(answerable), 3)
+            if answerable else None,
+            "answer_quotes_support": round(sum(bool(r.get("answer_quotes_support")) for r in answerable)
+                                           / len(answerable), 3) if answerable else None,
             "refused": sum(r["refused"] for r in part),
             "median_ms": sorted(r["ms"] for r in part)[len(part) // 2] if part else None,
         })
@@ -208,7 +214,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{split:<8} found={s.get('found_rate')} abstained={s.get('abstention_rate')} "
               f"strict={s.get('abstained_strict')} "
               f"empty={s.get('answerable_with_empty_evidence')} false_abstain={s.get('false_abstentions')} "
-              f"refused={s.get('refused')} median_ms={s.get('median_ms')}")
+              f"refused={s.get('refused')} median_ms={s.get('median_ms')} found@1={s.get('found_at_1')} "
+              f"answer_quotes_support={s.get('answer_quotes_support')}")
     for r in rows:
         bad = (r["answerable"] and not r["found"]) or (not r["answerable"] and not r["abstained"])
         if bad:

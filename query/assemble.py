@@ -19,11 +19,11 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
+from manifold.query import passage
 from manifold.query.engine import Execution
+from manifold.query.passage import best_passage, term_pattern, units
 from manifold.query.plan import REF_PATTERN, Plan
-from manifold.query.routing.lexicon import QUESTION_WORDS, STOPWORDS
 from manifold.query.types import Evidence, Gap, ReplyStatus
-from manifold.shared import analysis
 
 _NUMBER = re.compile(r"(?<![\w.-])-?\d+\.\d+(?![\w.-])")
 _SNIPPET = 240
@@ -138,57 +138,6 @@ def compose(question: str, plan: Plan, execution: Execution) -> tuple[str, dict[
 
 FALLBACK_PREFIX = "fallback_"
 RESCUE_STEP = "rescue"
-_CELL_BREAK = re.compile(r"[\s,;|\t]")
-
-
-def _term_pattern(term: str) -> re.Pattern[str] | None:
-    parts = [p for p in re.split(r"[\W_]+", term) if p]
-    if not parts:
-        return None
-    return re.compile(r"(?<![^\W_])" + r"[\W_]{0,3}".join(map(re.escape, parts)) + r"(?![^\W_])", re.IGNORECASE)
-
-
-def _units(text: str) -> list[tuple[int, int]]:
-    """(start, end) of each quotable unit of `text`: a table row (a line with cell separators) as
-    it is, any other line split into sentences and `;` clauses, so a quote names one fact."""
-    out: list[tuple[int, int]] = []
-    for line in re.finditer(r"[^\n]+", text):
-        body = line.group(0)
-        if "|" in body or "\t" in body or body.count(",") >= 3 and not re.search(r"[.!?;]\s", body):
-            out.append((line.start(), line.end()))
-            continue
-        start = line.start()
-        for stop in re.finditer(r"(?<=[.!?;])\s+", body):
-            out.append((start, line.start() + stop.start()))
-            start = line.start() + stop.end()
-        out.append((start, line.end()))
-    return [(s, e) for s, e in out if text[s:e].strip()]
-
-
-def _quote(text: str, start: int, end: int, first: int, limit: int = _SNIPPET) -> str:
-    """`text[start:end]`, cut to `limit` characters from `first` (the first matched term) at a
-    cell or word break, so no number is ever cut in two. A table row under a header line with
-    the same cells is quoted as `header: value` pairs (empty cells left out)."""
-    line = text[start:end].strip()
-    head = text[:text.find("\n")].strip() if "\n" in text else ""
-    if _labelled(head):
-        head = ""  # a record that names its own fields: quoted as it is
-    for sep in ("|", "\t", ";", ","):
-        if start > 0 and sep in head and head.count(sep) == line.count(sep):
-            pairs = [f"{h.strip()}: {v.strip()}" for h, v in zip(head.split(sep), line.split(sep), strict=True)
-                     if v.strip()]
-            return " ".join("; ".join(pairs).split())
-    if len(line) <= limit:
-        return " ".join(line.split())
-    lo = max(0, first - start - limit // 3)
-    hi = min(len(line), lo + limit)
-    while lo > 0 and lo < len(line) and not _CELL_BREAK.match(line[lo - 1]):
-        lo += 1
-    while hi < len(line) and hi > lo and not _CELL_BREAK.match(line[hi]):
-        hi -= 1
-    return ("…" if lo > 0 else "") + " ".join(line[lo:hi].split()) + ("…" if hi < len(line) else "")
-
-
 def fallback_quote(plan: Plan, execution: Execution, terms: Sequence[str], empty: Sequence[str], *,
                    documents: set[str], topic: str = "") -> tuple[str, dict[str, Any]] | None:
     """When structured steps (`empty`) found no data: the line or sentence of a fallback hit
@@ -197,10 +146,10 @@ def fallback_quote(plan: Plan, execution: Execution, terms: Sequence[str], empty
     read from text, not computed from records. A line must name an anchor (or, without anchors,
     two topic words). None when no line qualifies: a passage about something else would only look
     like an answer. Only hits of `documents` (those that passed the final check) count."""
-    patterns = [(t, p) for t in terms if (p := _term_pattern(t)) is not None]
+    patterns = [(t, p) for t in terms if (p := term_pattern(t)) is not None]
     words = [p for w in dict.fromkeys(re.findall(r"[^\W_]+", topic.casefold()))
              if len(w) > 1 or w.isdigit()
-             if (p := _term_pattern(w)) is not None]
+             if (p := term_pattern(w)) is not None]
     best: tuple[float, int, Any, int, int, int, str] | None = None
     order = 0
     for step in plan.steps:
@@ -210,7 +159,7 @@ def fallback_quote(plan: Plan, execution: Execution, terms: Sequence[str], empty
         for hit in res.hits:
             if hit.document_id not in documents:
                 continue
-            for start, end in _units(hit.text):
+            for start, end in units(hit.text):
                 unit = hit.text[start:end]
                 named = [(t, m) for t, p in patterns if (m := p.search(unit))]
                 covered = [m for p in words if (m := p.search(unit))]
@@ -225,73 +174,12 @@ def fallback_quote(plan: Plan, execution: Execution, terms: Sequence[str], empty
     if best is None:
         return None
     _, _, hit, start, end, first, anchor = best
-    quote = _quote(hit.text, start, end, first)
+    quote = passage.quote(hit.text, start, end, first)
     reason = (f"{_join(list(empty))}: no data in the records; the answer quotes the text of "
               f"{hit.document_id}, so any number in it was read from text, not computed from records")
     text = f"From the text of {hit.document_id} (not computed from records): \u201c{quote}\u201d"
     return text, {"reason": reason, "document": hit.document_id, "chunk": hit.chunk_id, "anchor": anchor,
                   "quote": quote}
-
-
-_QUANTITY_ASKED = re.compile(r"\b(?:how\s+(?:many|much|long|often|big|large|old)|default|maximum|minimum|max|min|"
-                             r"limit|value|size|number|port|version|when|what\s+year|how\s+soon)\b", re.I)
-"""A question that asks for a quantity, a date or a setting's value: a unit holding a digit is
-likelier to state it."""
-_DIGIT = re.compile(r"\d")
-
-
-_LABELLED_CELL = re.compile(r"^\s*[^\s:|\t][^:|\t]{0,79}: \S")
-"""A `key: value` cell: a line of such cells is a record that names its own fields (a JSON
-record as the chunker writes it), not a header row."""
-
-
-def _table_header(text: str) -> str | None:
-    """The header row of a table chunk (its first line, with cell separators, above other rows);
-    None when the first line is a record of `key: value` cells."""
-    first, _, rest = text.partition("\n")
-    if not rest.strip() or not ("|" in first or "\t" in first):
-        return None
-    return None if _labelled(first) else first
-
-
-def _labelled(line: str) -> bool:
-    """Whether every cell of a `|`- or tab-separated line is a `key: value` pair."""
-    if "|" not in line and "\t" not in line:
-        return False
-    return all(_LABELLED_CELL.match(c) for c in (line.split("|") if "|" in line else line.split("\t")))
-
-
-def best_passage(question: str, hits: Sequence[Any], terms: Sequence[str] = ()) -> tuple[Any, str] | None:
-    """(hit, quote) of the sentence, clause or table row among `hits` that best matches the
-    question: each technical term it holds (`terms`) counts 3, each distinct content word of the
-    question it holds (compared by stem) counts 1, a digit counts 1.5 when the question asks for a
-    quantity, date or value ("how many", "default", "maximum", "when"), and an earlier hit wins a
-    tie. In a table chunk the header row is never quoted; each row is scored with the header's
-    words (and quoted as `header: value` pairs). None when no
-    unit holds any of them (the caller then quotes the first hit's opening)."""
-    quantity = bool(_QUANTITY_ASKED.search(question))
-    wanted = set(analysis.terms(" ".join(w for w in re.findall(r"[^\W_][\w.'-]*", question)
-                                         if w.casefold() not in QUESTION_WORDS and w.casefold() not in STOPWORDS)))
-    patterns = [(t, p) for t in terms if (p := _term_pattern(t)) is not None]
-    best: tuple[float, Any, int, int, int] | None = None
-    for rank, hit in enumerate(hits):
-        header = _table_header(hit.text)
-        for start, end in _units(hit.text):
-            if header is not None and start == 0:
-                continue  # a table's header row names the columns, not a fact: its rows are quoted
-            unit = hit.text[start:end]
-            named = [m for _, p in patterns if (m := p.search(unit))]
-            overlap = len(wanted & set(analysis.terms(f"{header}\n{unit}" if header else unit)))
-            score = 3 * len(named) + overlap + (1.5 if quantity and _DIGIT.search(unit) else 0) - 0.01 * rank
-            if score <= 0:
-                continue
-            if best is None or score > best[0]:
-                first = min((m.start() for m in named), default=0)
-                best = (score, hit, start, end, start + first)
-    if best is None:
-        return None
-    _, hit, start, end, first = best
-    return hit, _quote(hit.text, start, end, first)
 
 
 def _snippet(text: str, limit: int = _SNIPPET) -> str:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import UTC, date, datetime
 
 from manifold.query import abstain
-from manifold.query.assemble import best_passage
 from manifold.query.fusion import Fused
+from manifold.query.passage import best_passage
 from manifold.query.planner import compile_plan, plan_with_notes
 from manifold.query.pool import promote_terms, with_term_hits
 from manifold.query.router import route
