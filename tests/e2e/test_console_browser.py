@@ -38,6 +38,7 @@ from console_support import (
     wait_active,
     wait_until,
 )
+from serve_support import token
 
 from manifold.shared.config import ManifoldSettings
 
@@ -518,3 +519,47 @@ def test_markup_in_names_text_and_errors_is_shown_as_text(browser: Any, seeded: 
         page.goto("/console/documents")
         assert any(XSS in t for t in row_texts(page, "tr.doc")), row_texts(page, "tr.doc")
         assert dialogs == []
+
+
+# -- 9. per-document ACLs hold in the console ---------------------------------------------------------------
+SECRET = "hr/salary-bands.md"
+SECRET_FACT = "The grade 9 salary band tops out at 91,400 euros a year."
+
+
+def _acl_applied(console: Console, document_id: str, headers: dict[str, str]) -> bool:
+    r = httpx.get(f"{console.url}/v1/documents/{quote(document_id, safe='')}/acl", headers=headers, timeout=30)
+    assert r.status_code == 200, r.text
+    return bool(r.json()["acl"] == "set")
+
+
+def test_a_document_its_acl_hides_shows_no_content_to_the_console_visitor_it_hides_it_from(
+        browser: Any, seeded: Console) -> None:
+    """The version page reads chunks through PostgreSQL's ACL policies as the visitor: a viewer
+    the ACL leaves out sees none of the document's text there or on the ask page; the operator it
+    names sees it."""
+    from playwright.sync_api import expect
+
+    assert upload(seeded, SECRET, f"# Salary bands\n\n{SECRET_FACT}\n".encode())["outcome"] == "published"
+    wait_active(seeded, SECRET, timeout_s=300)
+    acl_admin = {"Authorization": "Bearer " + token(seeded.settings, seeded.tenant, scopes=("acl:write", "acl:read"),
+                                                    ttl_s=600, subject="acl-admin")}
+    r = httpx.put(f"{seeded.url}/v1/documents/{quote(SECRET, safe='')}/acl", headers=acl_admin,
+                  json={"users": [seeded.subjects["operator"]]}, timeout=30)
+    assert r.status_code == 202, r.text
+    wait_until(f"the ACL of {SECRET} to be applied", lambda: _acl_applied(seeded, SECRET, acl_admin), timeout_s=180)
+    version_page = f"/console/documents/{quote(SECRET)}/version"
+
+    with signed_in(browser, seeded, "viewer") as page:
+        page.goto(version_page)
+        shown = _norm(page.locator("body").inner_text())
+        assert "91,400" not in shown and "salary band tops out" not in shown, shown
+        page.goto("/console/ask")
+        page.fill("#question", "What does the grade 9 salary band top out at?")
+        page.click("#ask")
+        expect(page.locator("#reply-status")).to_be_visible(timeout=120_000)
+        reply = _norm(page.locator("#reply").inner_text())
+        assert "91,400" not in reply and SECRET not in reply, reply
+
+    with signed_in(browser, seeded, "operator") as page:
+        page.goto(version_page)
+        assert "91,400 euros" in _norm(page.locator("#chunks").inner_text())
