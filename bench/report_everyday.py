@@ -114,8 +114,12 @@ def _everyday_lines(results: Path) -> list[str]:
         bits = []
         for split, name in _SPLITS:
             s = summary.get(split) or {}
+            extra = ""
+            if s.get("found_at_1") is not None:
+                extra = (f", found@1 {_rate(s.get('found_at_1'))}, answer line quotes a support string "
+                         f"{_rate(s.get('answer_quotes_support'))}")
             bits.append(f"{name}: `no_answer` alone {_rate(s.get('abstained_strict'))}, answerable questions "
-                        f"abstained on {_rate(s.get('false_abstention_rate'))}")
+                        f"abstained on {_rate(s.get('false_abstention_rate'))}{extra}")
         a = summary.get("all") or {}
         bits.append(f"questions refused by the guard {a.get('refused', '–')}, median {a.get('median_ms', '–')} ms a "
                     "question")
