@@ -142,6 +142,7 @@ def ask_all(settings: Any, tenant: str, questions: list[dict[str, Any]]) -> list
                 "answer": reply.answer[:300], "texts": texts, "documents": [ev.document_id for ev in reply.evidence][:TOP_K],
                 "expected_files": q.get("files", []), "ms": round(elapsed * 1000, 1),
                 "policy": [p for p in reply.trace.policy if p.startswith(("plan:", "abstain:", "fallback:"))],
+                "gaps": [f"{g.kind}: {g.detail}" for g in reply.gaps],
             })
     finally:
         answerer.close()
