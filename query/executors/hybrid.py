@@ -54,7 +54,7 @@ store call is already bounded by its own timeout)."""
 
 
 _TERM_POOL = 30
-"""With `terms`, how many fused candidates are reordered before the step's `limit` is taken."""
+"""How many fused candidates `query.pool.arrange` orders before the step's `limit` is taken."""
 
 
 def fusion_choice(settings: QuerySettings, query_class: str) -> tuple[str, dict[str, float]]:
