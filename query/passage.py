@@ -125,10 +125,11 @@ def best_passage(question: str, hits: Sequence[Any], terms: Sequence[str] = ()) 
             if header is not None and start == 0:
                 continue  # a table's header row names the columns, not a fact: its rows are quoted
             score, named = _score(ask, hit, header, heads, start, end)
-            if score is None or score - 0.01 * rank <= 0:
+            if score is None:
                 continue
-            if best is None or score - 0.01 * rank > best[0]:
-                best = (score - 0.01 * rank, hit, start, end, start + min((m.start() for m in named), default=0))
+            score -= 0.01 * rank  # an earlier hit wins a tie
+            if score > 0 and (best is None or score > best[0]):
+                best = (score, hit, start, end, start + min((m.start() for m in named), default=0))
     if best is None:
         return None
     _, hit, start, end, first = best
