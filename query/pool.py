@@ -99,12 +99,13 @@ def promote_terms(hits: Sequence[Any], terms: Sequence[str], per_document_cap: i
 def arrange(fused: Sequence[Any], terms: Sequence[str], *, limit: int,
             per_document_cap: int | None = None) -> list[Any]:
     """The pool in the order the step keeps it, at most `limit` (see the module docstring)."""
-    ordered = sorted(fused, key=_navigation)
+    navigation = {id(f) for f in fused if _navigation(f)}  # the regexes run once per chunk
+    ordered = sorted(fused, key=lambda f: id(f) in navigation)
     ranked = promote_terms(ordered, terms, per_document_cap) if terms else _capped(ordered, per_document_cap)
     out = ranked[:limit]
     if not terms:
         return out
-    consensus = [f for f in ordered[:KEEP_FUSED] if not _navigation(f)]
+    consensus = [f for f in ordered[:KEEP_FUSED] if id(f) not in navigation]
     protected = {f.hit.chunk_id for f in consensus}
     for f in consensus:
         if any(o.hit.chunk_id == f.hit.chunk_id for o in out):
