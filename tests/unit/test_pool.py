@@ -3,6 +3,8 @@ consensus kept (pure functions, no services)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from manifold.query.fusion import Fused
 from manifold.query.pool import KEEP_FUSED, arrange, is_navigation
 from manifold.query.types import TextHit
@@ -68,3 +70,41 @@ def test_making_room_for_the_consensus_never_drops_the_other_consensus_chunk() -
             fused("c", "the TERM_X holder", doc="f"), fused("e", "TERM_X again", doc="e")]
     ids = [f.hit.chunk_id for f in arrange(pool, ["TERM_X"], limit=3)]
     assert ids == ["c", "a", "b"]
+
+
+def test_the_hybrid_step_returns_only_chunks_of_versions_active_at_its_final_check(
+        monkeypatch: Any) -> None:
+    """The branches filter to active versions, but a version can be replaced between a branch's
+    read and the reply: the step keeps only what its last check still finds active."""
+    from contextlib import contextmanager
+
+    from manifold.query.executors import hybrid
+    from manifold.query.plan import HybridSearchParams
+    from manifold.query.types import StepResult
+    from manifold.shared.config import QuerySettings
+
+    def hit(chunk: str, version: int, rank: int) -> TextHit:
+        return TextHit(chunk_id=chunk, document_id=f"doc-{chunk}", version=version, section_id="s",
+                       text=f"text of {chunk}", content_sha256=chunk, source="bm25", rank=rank, score=1.0 / rank)
+
+    class Branch:
+        def run(self, params: Any, **_: Any) -> StepResult:
+            return StepResult(hits=(hit("a", 1, 1), hit("b", 2, 2)))
+
+    class Db:
+        @contextmanager
+        def transaction(self, tenant_id: str) -> Any:
+            yield object()
+
+    def final_check(conn: Any, tenant: str, items: list[TextHit]) -> tuple[list[TextHit], int]:
+        kept = [i for i in items if i.document_id == "doc-a"]  # doc-b's version 2 was replaced
+        return kept, len(items) - len(kept)
+
+    monkeypatch.setattr(hybrid, "final_check", final_check)
+    executor = hybrid.HybridExecutor(Branch(), Branch(), Branch(), Db(), QuerySettings())  # type: ignore[arg-type]
+    try:
+        result = executor.run(HybridSearchParams(query="text", limit=5), tenant_id="t", timeout_s=5)
+    finally:
+        executor.close()
+    assert [h.chunk_id for h in result.hits] == ["a"]
+    assert result.result["dropped_inactive"] >= 1
