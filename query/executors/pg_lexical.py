@@ -28,6 +28,17 @@ dropped it); none changes the order within one tenant's corpus except through th
 verified by extracting identifiers from the title), source `"postgres"` by `serving_chunks` /
 `serving_records` exactly as `exact.py`. Evidence is labelled `store="postgres"`.
 
+**Statistics** (N_f, n_f(t), avgdl_f): read from `text_stats` / `text_df` (migration 14), which
+the database keeps in step with the serving marks in the transaction that changes them
+(`BM25_KEPT_SQL`), so a question does not aggregate the tenant. Row-level security shows those
+rows to the query role only while nothing in the tenant is hidden from the transaction's
+principal; otherwise (or when the tenant has none) they are computed per question over the
+serving chunks the reader can see (`BM25_SQL`), so scores never reflect documents the reader may
+not see. Both give the same scores on the same serving set; the one difference is a version
+whose marks are set but which is not yet active (the publisher's window between marking and
+activating), which the kept statistics count a moment early. `result["statistics"]` says which
+was used (`kept` or `computed`).
+
 **Plan shape**: `stats` and `df` are `MATERIALIZED` (computed once). Inlined, the row-level
 security predicates (tenant, active version, per-document ACL) make the planner estimate one row
 everywhere and rescan the whole-tenant `stats` aggregate once per posting (21 s instead of 70 ms
@@ -76,10 +87,8 @@ BM25_B = 0.75
 _TEXT_COLUMNS = ("c.chunk_id, c.document_id, c.version, c.section_id, c.section_title, c.ordinal, c.text, "
                  "c.content_sha256, c.identifiers")
 
-BM25_SQL = f"""
-WITH q AS (
-    SELECT term, qtf FROM unnest(%(terms)s::text[], %(qtfs)s::int[]) AS q(term, qtf)
-), stats AS MATERIALIZED (
+_Q = "q AS (SELECT term, qtf FROM unnest(%(terms)s::text[], %(qtfs)s::int[]) AS q(term, qtf))"
+_COMPUTED_STATISTICS = """stats AS MATERIALIZED (
     SELECT count(*) FILTER (WHERE text_length > 0)::float8 AS n_text,
            coalesce(sum(text_length), 0)::float8 AS sum_text,
            count(*) FILTER (WHERE title_length > 0)::float8 AS n_title,
@@ -92,7 +101,15 @@ WITH q AS (
     WHERE t.tenant_id = %(tenant)s AND c.serving AND c.text_schema_version = %(schema)s
       AND t.term = ANY(%(terms)s::text[])
     GROUP BY t.field, t.term
-), per_field AS (
+)"""
+_KEPT_STATISTICS = """stats AS MATERIALIZED (
+    SELECT %(n_text)s::float8 AS n_text, %(sum_text)s::float8 AS sum_text,
+           %(n_title)s::float8 AS n_title, %(sum_title)s::float8 AS sum_title
+), df AS MATERIALIZED (
+    SELECT field, term, chunks::float8 AS n_t FROM manifold.text_df
+    WHERE tenant_id = %(tenant)s AND text_schema_version = %(schema)s AND term = ANY(%(terms)s::text[])
+)"""
+_SCORE = f"""per_field AS (
     SELECT c.chunk_id, t.field,
            sum(q.qtf * ln(1.0 + (f.n - df.n_t + 0.5) / (df.n_t + 0.5))
                * t.tf * (%(k1)s + 1.0)
@@ -123,7 +140,15 @@ JOIN manifold.text_chunks c ON c.tenant_id = %(tenant)s AND c.chunk_id = f.chunk
 ORDER BY score DESC, c.chunk_id
 LIMIT %(limit)s
 """
-"""The BM25 statement (see the module docstring for the formula); every value a parameter."""
+
+BM25_SQL = f"WITH {_Q}, {_COMPUTED_STATISTICS}, {_SCORE}"
+"""The BM25 statement with the statistics computed over what the reader can see (module docstring)."""
+
+BM25_KEPT_SQL = f"WITH {_Q}, {_KEPT_STATISTICS}, {_SCORE}"
+"""The same ranking with the statistics maintained at publication (`text_stats`, `text_df`)."""
+
+_READ_STATS = ("SELECT field, chunks, tokens FROM manifold.text_stats "
+               "WHERE tenant_id = %(tenant)s AND text_schema_version = %(schema)s")
 
 _INDEX_BY_ID = (
     f"SELECT {_TEXT_COLUMNS} FROM manifold.text_chunks c "
@@ -167,6 +192,18 @@ class _Timeouts:
             raise TimeoutError("postgres text index: statement exceeded the step timeout") from exc
 
 
+def kept_statistics(conn: psycopg.Connection[Any], tenant_id: str) -> dict[str, float] | None:
+    """The collection statistics kept at publication (migration 14), as `BM25_KEPT_SQL`'s
+    parameters; None when the reader may not use them (something in the tenant is hidden from
+    the transaction's principal, so row-level security shows no row) or the tenant has none."""
+    found = {field: (float(n), float(total)) for field, n, total in
+             conn.execute(_READ_STATS, {"tenant": tenant_id, "schema": PG_TEXT_SCHEMA_VERSION}).fetchall()}
+    if not found:
+        return None
+    text, title = found.get("text", (0.0, 0.0)), found.get("title", (0.0, 0.0))
+    return {"n_text": text[0], "sum_text": text[1], "n_title": title[0], "sum_title": title[1]}
+
+
 class PgBM25Executor:
     """BM25 over the tenant's serving chunks in the PostgreSQL text index (module docstring).
 
@@ -189,13 +226,17 @@ class PgBM25Executor:
         clock = StoreClock()
         rows: list[tuple[Any, ...]] = []
         with clock, self._db.transaction(tenant_id, snapshot=True) as conn, _Timeouts():
+            statistics = "none"
             if counts:
                 _set_timeout(conn, timeout_s, self._settings)
-                rows = conn.execute(BM25_SQL, {
+                args: dict[str, Any] = {
                     "tenant": tenant_id, "terms": list(counts), "qtfs": list(counts.values()), "docs": docs,
                     "k1": BM25_K1, "b": BM25_B, "title_boost": TITLE_BOOST, "tie": TIE_BREAKER,
                     "limit": params.limit, "schema": PG_TEXT_SCHEMA_VERSION,
-                }).fetchall()
+                }
+                kept = kept_statistics(conn, tenant_id)
+                statistics = "kept" if kept is not None else "computed"
+                rows = conn.execute(BM25_SQL if kept is None else BM25_KEPT_SQL, {**args, **(kept or {})}).fetchall()
             hits = [hit_from_row(r, source_kind="bm25", rank=i, score=float(r[9]))
                     for i, r in enumerate(rows, start=1)]
             kept, dropped = final_check(conn, tenant_id, hits)
@@ -206,7 +247,8 @@ class PgBM25Executor:
                      "document_ids": unique(h.document_id for h in kept)},
             evidence=tuple(chunk_evidence(h, tenant_id=tenant_id, store="postgres", retrieved_at=at) for h in kept),
             hits=tuple(kept), rows=len(hits), store_ms=clock.ms,
-            result={"dropped_inactive": dropped, "timed_out": False, "terms": list(counts)},
+            result={"dropped_inactive": dropped, "timed_out": False, "terms": list(counts),
+                    "statistics": statistics},
         )
 
 
