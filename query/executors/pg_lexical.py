@@ -39,7 +39,9 @@ whose marks are set but which is not yet active (the publisher's window between 
 activating), which the kept statistics count a moment early. `result["statistics"]` says which
 was used (`kept` or `computed`).
 
-**Plan shape**: `stats` and `df` are `MATERIALIZED` (computed once). Inlined, the row-level
+**Plan shape**: `stats` and `df` are `MATERIALIZED` (computed once), and only the `limit` best
+chunk ids are joined back to `text_chunks` for their columns (each join row is another
+row-level-security check). Inlined, the row-level
 security predicates (tenant, active version, per-document ACL) make the planner estimate one row
 everywhere and rescan the whole-tenant `stats` aggregate once per posting (21 s instead of 70 ms
 for a three-term question over 5,000 chunks).
@@ -132,13 +134,14 @@ _SCORE = f"""per_field AS (
            coalesce(max(score) FILTER (WHERE field = 'text'), 0) AS s_text,
            %(title_boost)s * coalesce(max(score) FILTER (WHERE field = 'title'), 0) AS s_title
     FROM per_field GROUP BY chunk_id
+), top AS (
+    SELECT chunk_id, greatest(s_text, s_title) + %(tie)s * least(s_text, s_title) AS score
+    FROM fields ORDER BY score DESC, chunk_id LIMIT %(limit)s
 )
-SELECT {_TEXT_COLUMNS},
-       greatest(f.s_text, f.s_title) + %(tie)s * least(f.s_text, f.s_title) AS score
-FROM fields f
+SELECT {_TEXT_COLUMNS}, f.score
+FROM top f
 JOIN manifold.text_chunks c ON c.tenant_id = %(tenant)s AND c.chunk_id = f.chunk_id
-ORDER BY score DESC, c.chunk_id
-LIMIT %(limit)s
+ORDER BY f.score DESC, c.chunk_id
 """
 
 BM25_SQL = f"WITH {_Q}, {_COMPUTED_STATISTICS}, {_SCORE}"
