@@ -237,9 +237,9 @@ class PgBM25Executor:
                     "k1": BM25_K1, "b": BM25_B, "title_boost": TITLE_BOOST, "tie": TIE_BREAKER,
                     "limit": params.limit, "schema": PG_TEXT_SCHEMA_VERSION,
                 }
-                kept = kept_statistics(conn, tenant_id)
-                statistics = "kept" if kept is not None else "computed"
-                rows = conn.execute(BM25_SQL if kept is None else BM25_KEPT_SQL, {**args, **(kept or {})}).fetchall()
+                held = kept_statistics(conn, tenant_id)
+                statistics = "kept" if held is not None else "computed"
+                rows = conn.execute(BM25_SQL if held is None else BM25_KEPT_SQL, {**args, **(held or {})}).fetchall()
             hits = [hit_from_row(r, source_kind="bm25", rank=i, score=float(r[9]))
                     for i, r in enumerate(rows, start=1)]
             kept, dropped = final_check(conn, tenant_id, hits)
