@@ -602,6 +602,9 @@ def build(results: Path) -> str:
              "results file was written (each section names the machine its file recorded).", ""]
     lines += ingest_section(results)
     lines += latency_section(results)
+    from report_bm25 import pg_bm25_section  # here, not at the top: it imports this module's helpers
+
+    lines += pg_bm25_section(results)
     lines += scifact_section(results)
     lines += golden_section(results)
     lines += serve_section(results)
@@ -622,7 +625,8 @@ def build(results: Path) -> str:
                                      "serve_latency.json", "scifact_offline_bm25.json", "unseen_worlds.json",
                                      "unseen_worlds_dev.json", "scifact_titled.json", "everyday_baselines.json",
                                      "everyday_embedded.json", "everyday_distributed.json", "guard_eval.json",
-                                     "embedded_ask_latency.json", "acl_bench.json", "console_pages.json"})
+                                     "embedded_ask_latency.json", "acl_bench.json", "console_pages.json",
+                                     "pg_bm25_latency.json"})
     return "\n".join(lines) + "\n"
 
 

@@ -193,3 +193,11 @@ def test_a_reader_with_a_hidden_document_gets_statistics_of_what_it_can_see(worl
     assert not {cid for cid, _ in hits} & {c.chunk_id for c in world.docs["hidden"].chunks}
     # the whole tenant's statistics (with the hidden memo's "valves") would have scored differently
     assert hits != _computed(world, "valves close", kept=whole)
+
+
+def test_postings_are_never_updated_in_place(world: World) -> None:
+    world.write("valves")
+    with psycopg.connect(world.roles["ingest"]) as conn, conn.transaction():
+        conn.execute("SELECT set_config('manifold.tenant_id', %s, true)", (world.tenant,))
+        with pytest.raises(psycopg.errors.RaiseException, match="never updated"):
+            conn.execute("UPDATE manifold.text_terms SET tf = tf + 1 WHERE tenant_id = %s", (world.tenant,))

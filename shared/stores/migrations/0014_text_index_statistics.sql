@@ -90,23 +90,6 @@ CREATE FUNCTION text_stats_apply(tenants text[], chunk_ids text[], schemas text[
       AND x.field = g.field AND x.chunks = 0;
 $fn$;
 
--- Postings added to (sign 1) or removed from (sign -1) a SERVING chunk change its terms' counts.
-CREATE FUNCTION text_df_apply_postings(tenants text[], chunk_ids text[], fields text[], terms text[],
-                                       sign integer)
-    RETURNS void LANGUAGE sql VOLATILE SET search_path = manifold, pg_temp AS $fn$
-    INSERT INTO manifold.text_df AS x (tenant_id, text_schema_version, term, field, chunks)
-    SELECT c.tenant_id, c.text_schema_version, p.term, p.field, sign * count(*)
-    FROM unnest(tenants, chunk_ids, fields, terms) AS p(tenant, chunk, field, term)
-    JOIN manifold.text_chunks c ON c.tenant_id = p.tenant AND c.chunk_id = p.chunk
-    WHERE c.serving
-    GROUP BY c.tenant_id, c.text_schema_version, p.term, p.field
-    ORDER BY c.tenant_id, c.text_schema_version, p.term, p.field
-    ON CONFLICT (tenant_id, text_schema_version, term, field) DO UPDATE SET chunks = x.chunks + EXCLUDED.chunks;
-    DELETE FROM manifold.text_df x
-    USING unnest(tenants, fields, terms) AS p(tenant, field, term)
-    WHERE sign < 0 AND x.tenant_id = p.tenant AND x.term = p.term AND x.field = p.field AND x.chunks = 0;
-$fn$;
-
 -- text_chunks: a chunk's contribution changes when `serving`, its schema version or a length
 -- changes (UPDATE, including the update half of an upsert), when it is inserted serving, and when
 -- a serving chunk is deleted (BEFORE the delete, while its postings still exist; the postings'
@@ -151,12 +134,21 @@ BEGIN
 END
 $fn$;
 
+-- text_terms: postings added to (+1) or removed from (-1) a SERVING chunk change its terms' counts.
+-- The chunks are looked up once each, not once per posting: a write of chunks that do not serve
+-- (the common case) costs one probe per chunk. A posting removed by a chunk's delete cascade
+-- finds no chunk (the chunk's own trigger has already subtracted it).
 CREATE FUNCTION text_terms_stats_on_insert() RETURNS trigger LANGUAGE plpgsql
     SET search_path = manifold, pg_temp AS $fn$
 BEGIN
-    PERFORM manifold.text_df_apply_postings(array_agg(n.tenant_id), array_agg(n.chunk_id), array_agg(n.field),
-                                            array_agg(n.term), 1)
-    FROM new_rows n HAVING count(*) > 0;
+    INSERT INTO manifold.text_df AS x (tenant_id, text_schema_version, term, field, chunks)
+    SELECT c.tenant_id, c.text_schema_version, p.term, p.field, count(*)
+    FROM new_rows p
+    JOIN (SELECT c.tenant_id, c.chunk_id, c.text_schema_version FROM manifold.text_chunks c
+          WHERE c.serving AND (c.tenant_id, c.chunk_id) IN (SELECT DISTINCT tenant_id, chunk_id FROM new_rows)) c
+      ON c.tenant_id = p.tenant_id AND c.chunk_id = p.chunk_id
+    GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
+    ON CONFLICT (tenant_id, text_schema_version, term, field) DO UPDATE SET chunks = x.chunks + EXCLUDED.chunks;
     RETURN NULL;
 END
 $fn$;
@@ -164,23 +156,31 @@ $fn$;
 CREATE FUNCTION text_terms_stats_on_delete() RETURNS trigger LANGUAGE plpgsql
     SET search_path = manifold, pg_temp AS $fn$
 BEGIN
-    PERFORM manifold.text_df_apply_postings(array_agg(o.tenant_id), array_agg(o.chunk_id), array_agg(o.field),
-                                            array_agg(o.term), -1)
-    FROM old_rows o HAVING count(*) > 0;
+    INSERT INTO manifold.text_df AS x (tenant_id, text_schema_version, term, field, chunks)
+    SELECT c.tenant_id, c.text_schema_version, p.term, p.field, -1 * count(*)
+    FROM old_rows p
+    JOIN (SELECT c.tenant_id, c.chunk_id, c.text_schema_version FROM manifold.text_chunks c
+          WHERE c.serving AND (c.tenant_id, c.chunk_id) IN (SELECT DISTINCT tenant_id, chunk_id FROM old_rows)) c
+      ON c.tenant_id = p.tenant_id AND c.chunk_id = p.chunk_id
+    GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
+    ON CONFLICT (tenant_id, text_schema_version, term, field) DO UPDATE SET chunks = x.chunks + EXCLUDED.chunks;
+    DELETE FROM manifold.text_df x
+    USING (SELECT DISTINCT c.tenant_id, c.text_schema_version, p.term, p.field
+           FROM old_rows p
+           JOIN (SELECT c.tenant_id, c.chunk_id, c.text_schema_version FROM manifold.text_chunks c
+                 WHERE c.serving AND (c.tenant_id, c.chunk_id) IN (SELECT DISTINCT tenant_id, chunk_id FROM old_rows)) c
+             ON c.tenant_id = p.tenant_id AND c.chunk_id = p.chunk_id) d
+    WHERE x.tenant_id = d.tenant_id AND x.text_schema_version = d.text_schema_version AND x.term = d.term
+      AND x.field = d.field AND x.chunks = 0;
     RETURN NULL;
 END
 $fn$;
 
-CREATE FUNCTION text_terms_stats_on_update() RETURNS trigger LANGUAGE plpgsql
-    SET search_path = manifold, pg_temp AS $fn$
+-- Postings are replaced (delete, insert), never updated in place: an UPDATE would bypass the
+-- counts above, so it is refused.
+CREATE FUNCTION text_terms_refuse_update() RETURNS trigger LANGUAGE plpgsql AS $fn$
 BEGIN
-    PERFORM manifold.text_df_apply_postings(array_agg(o.tenant_id), array_agg(o.chunk_id), array_agg(o.field),
-                                            array_agg(o.term), -1)
-    FROM old_rows o HAVING count(*) > 0;
-    PERFORM manifold.text_df_apply_postings(array_agg(n.tenant_id), array_agg(n.chunk_id), array_agg(n.field),
-                                            array_agg(n.term), 1)
-    FROM new_rows n HAVING count(*) > 0;
-    RETURN NULL;
+    RAISE EXCEPTION 'manifold.text_terms rows are replaced (DELETE, INSERT), never updated';
 END
 $fn$;
 
@@ -198,9 +198,8 @@ CREATE TRIGGER stats_on_insert AFTER INSERT ON text_terms
 CREATE TRIGGER stats_on_delete AFTER DELETE ON text_terms
     REFERENCING OLD TABLE AS old_rows
     FOR EACH STATEMENT EXECUTE FUNCTION text_terms_stats_on_delete();
-CREATE TRIGGER stats_on_update AFTER UPDATE ON text_terms
-    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION text_terms_stats_on_update();
+CREATE TRIGGER refuse_update BEFORE UPDATE ON text_terms
+    FOR EACH STATEMENT EXECUTE FUNCTION text_terms_refuse_update();
 
 -- Existing serving chunks: counted once, as the superuser that runs migrations (row-level
 -- security would hide every tenant's rows from the owner role).
