@@ -138,40 +138,29 @@ $fn$;
 -- The chunks are looked up once each, not once per posting: a write of chunks that do not serve
 -- (the common case) costs one probe per chunk. A posting removed by a chunk's delete cascade
 -- finds no chunk (the chunk's own trigger has already subtracted it).
-CREATE FUNCTION text_terms_stats_on_insert() RETURNS trigger LANGUAGE plpgsql
+CREATE FUNCTION text_terms_stats_on_change() RETURNS trigger LANGUAGE plpgsql
     SET search_path = manifold, pg_temp AS $fn$
+DECLARE
+    sign integer := CASE TG_OP WHEN 'INSERT' THEN 1 ELSE -1 END;
+    touched bigint;
 BEGIN
     INSERT INTO manifold.text_df AS x (tenant_id, text_schema_version, term, field, chunks)
-    SELECT c.tenant_id, c.text_schema_version, p.term, p.field, count(*)
-    FROM new_rows p
+    SELECT c.tenant_id, c.text_schema_version, p.term, p.field, sign * count(*)
+    FROM changed_rows p
     JOIN (SELECT c.tenant_id, c.chunk_id, c.text_schema_version FROM manifold.text_chunks c
-          WHERE c.serving AND (c.tenant_id, c.chunk_id) IN (SELECT DISTINCT tenant_id, chunk_id FROM new_rows)) c
+          WHERE c.serving AND (c.tenant_id, c.chunk_id) IN (SELECT DISTINCT tenant_id, chunk_id FROM changed_rows)) c
       ON c.tenant_id = p.tenant_id AND c.chunk_id = p.chunk_id
     GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
     ON CONFLICT (tenant_id, text_schema_version, term, field) DO UPDATE SET chunks = x.chunks + EXCLUDED.chunks;
-    RETURN NULL;
-END
-$fn$;
-
-CREATE FUNCTION text_terms_stats_on_delete() RETURNS trigger LANGUAGE plpgsql
-    SET search_path = manifold, pg_temp AS $fn$
-BEGIN
-    INSERT INTO manifold.text_df AS x (tenant_id, text_schema_version, term, field, chunks)
-    SELECT c.tenant_id, c.text_schema_version, p.term, p.field, -1 * count(*)
-    FROM old_rows p
-    JOIN (SELECT c.tenant_id, c.chunk_id, c.text_schema_version FROM manifold.text_chunks c
-          WHERE c.serving AND (c.tenant_id, c.chunk_id) IN (SELECT DISTINCT tenant_id, chunk_id FROM old_rows)) c
-      ON c.tenant_id = p.tenant_id AND c.chunk_id = p.chunk_id
-    GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
-    ON CONFLICT (tenant_id, text_schema_version, term, field) DO UPDATE SET chunks = x.chunks + EXCLUDED.chunks;
-    DELETE FROM manifold.text_df x
-    USING (SELECT DISTINCT c.tenant_id, c.text_schema_version, p.term, p.field
-           FROM old_rows p
-           JOIN (SELECT c.tenant_id, c.chunk_id, c.text_schema_version FROM manifold.text_chunks c
-                 WHERE c.serving AND (c.tenant_id, c.chunk_id) IN (SELECT DISTINCT tenant_id, chunk_id FROM old_rows)) c
-             ON c.tenant_id = p.tenant_id AND c.chunk_id = p.chunk_id) d
-    WHERE x.tenant_id = d.tenant_id AND x.text_schema_version = d.text_schema_version AND x.term = d.term
-      AND x.field = d.field AND x.chunks = 0;
+    GET DIAGNOSTICS touched = ROW_COUNT;
+    IF sign < 0 AND touched > 0 THEN
+        DELETE FROM manifold.text_df x
+        USING (SELECT DISTINCT c.tenant_id, c.text_schema_version, p.term, p.field
+               FROM changed_rows p JOIN manifold.text_chunks c ON c.tenant_id = p.tenant_id AND c.chunk_id = p.chunk_id
+               WHERE c.serving) d
+        WHERE x.tenant_id = d.tenant_id AND x.text_schema_version = d.text_schema_version AND x.term = d.term
+          AND x.field = d.field AND x.chunks = 0;
+    END IF;
     RETURN NULL;
 END
 $fn$;
@@ -193,11 +182,11 @@ CREATE TRIGGER stats_on_insert AFTER INSERT ON text_chunks
 CREATE TRIGGER stats_on_delete BEFORE DELETE ON text_chunks
     FOR EACH ROW WHEN (OLD.serving) EXECUTE FUNCTION text_chunks_stats_on_delete();
 CREATE TRIGGER stats_on_insert AFTER INSERT ON text_terms
-    REFERENCING NEW TABLE AS new_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION text_terms_stats_on_insert();
+    REFERENCING NEW TABLE AS changed_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION text_terms_stats_on_change();
 CREATE TRIGGER stats_on_delete AFTER DELETE ON text_terms
-    REFERENCING OLD TABLE AS old_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION text_terms_stats_on_delete();
+    REFERENCING OLD TABLE AS changed_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION text_terms_stats_on_change();
 CREATE TRIGGER refuse_update BEFORE UPDATE ON text_terms
     FOR EACH STATEMENT EXECUTE FUNCTION text_terms_refuse_update();
 
