@@ -71,7 +71,9 @@ def owns_server(settings: ManifoldSettings) -> bool:
 
 def ensure_database(settings: ManifoldSettings, say: Callable[[str], None] = lambda _: None) -> bool:
     """Reach the configured PostgreSQL or start one in `embedded.dir`; then migrate (idempotent).
-    Returns True when this call started the server (the caller stops it with `stop_database`)."""
+    Returns True when this call started the server (the caller stops it with `stop_database`).
+    When migrating fails (for example `MigrationDrift`), a server this call started is stopped
+    before the error propagates."""
     from manifold.deploy.local import supervisor
     from manifold.deploy.local.service import port_open
     from manifold.shared.stores import pg_schema
@@ -88,8 +90,13 @@ def ensure_database(settings: ManifoldSettings, say: Callable[[str], None] = lam
         except (supervisor.StackError, RuntimeError) as err:
             raise EmbeddedNotReady(f"could not start PostgreSQL: {err}") from err
         started = True
-    applied = pg_schema.migrate(pg.conninfo(), ingest_password=pg.ingest_password.get_secret_value(),
-                                query_password=pg.query_password.get_secret_value())
+    try:
+        applied = pg_schema.migrate(pg.conninfo(), ingest_password=pg.ingest_password.get_secret_value(),
+                                    query_password=pg.query_password.get_secret_value())
+    except BaseException:
+        if started:  # a server this call started is not left running when migrating fails
+            stop_database(settings)
+        raise
     if applied:
         say(f"schema migrated to version {pg_schema.PG_SCHEMA_VERSION} (applied {applied})")
     return started

@@ -157,3 +157,33 @@ def test_the_server_keeps_its_own_postgres_running_between_asks_and_stop_stops_b
         assert not state["server"]["running"] and not state["postgres"]["reachable"], state
     finally:
         _stop_everything(env, s)
+
+
+def test_a_failed_migration_stops_the_postgres_it_started(short_dir: Path) -> None:
+    """`ensure_database` starts the directory's PostgreSQL, then migrating fails (a recorded
+    migration no longer matches its file): the error reaches the caller and the server it started
+    is not left running on the port."""
+    import psycopg
+
+    from manifold.deploy.compose import embedded
+    from manifold.deploy.local.service import port_open
+    from manifold.shared.stores import pg_schema
+
+    port = _free_port()
+    s = ManifoldSettings().model_copy(update={"profile": "embedded"})
+    s = s.model_copy(update={"embedded": s.embedded.model_copy(update={"dir": short_dir}),
+                             "postgres": s.postgres.model_copy(update={"port": port})})
+    try:
+        assert embedded.ensure_database(s) is True
+        with psycopg.connect(s.postgres.conninfo(), autocommit=True) as conn:
+            conn.execute("UPDATE manifold.schema_migrations SET checksum = repeat('0', 64) WHERE version = 1")
+        embedded.stop_database(s)
+        assert not port_open("127.0.0.1", port, timeout=1.0)
+
+        with pytest.raises(pg_schema.MigrationDrift, match=r"migration 1 "):
+            embedded.ensure_database(s)
+        assert not embedded.owns_server(s)
+        assert not port_open("127.0.0.1", port, timeout=1.0)
+    finally:
+        if embedded.owns_server(s):
+            embedded.stop_database(s)
