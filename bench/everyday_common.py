@@ -22,13 +22,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import unicodedata
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent / "everyday"
+ROOT = Path(os.environ.get("MANIFOLD_EVERYDAY_SET") or Path(__file__).resolve().parent / "everyday")
+"""The evaluation set: `corpus/` and `questions.jsonl`. `MANIFOLD_EVERYDAY_SET=DIR` points every
+everyday script at another set of the same shape (a probe of documents of your own)."""
 KINDS = (
     "identifier",
     "keyword",
