@@ -29,8 +29,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(os.environ.get("MANIFOLD_EVERYDAY_SET") or Path(__file__).resolve().parent / "everyday")
-"""The evaluation set: `corpus/` and `questions.jsonl`. `MANIFOLD_EVERYDAY_SET=DIR` points every
+ROOT = Path(os.environ.get("EVERYDAY_SET") or Path(__file__).resolve().parent / "everyday")
+"""The evaluation set: `corpus/` and `questions.jsonl`. `EVERYDAY_SET=DIR` points every
 everyday script at another set of the same shape (a probe of documents of your own)."""
 KINDS = (
     "identifier",
