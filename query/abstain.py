@@ -14,7 +14,7 @@ Guarantees of `judge(question, evidence, result, common)`:
   verdict is `no_answer` when nothing salient is covered, or when a technical identifier or a
   quoted phrase or a record identifier (`INV-…`) is missing (the question is about that thing,
   and no passage names it);
-  `partial` when only some names or rare words are missing; None when every salient term is
+  `partial` when only some names, rare words or named numbers ("Debian 16") are missing; None when every salient term is
   covered or the question has none.
 - Deterministic; no I/O (`common` is the caller's word list predicate).
 """
@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from manifold.query.routing.terms import covered, salient_terms, technical_terms
+from manifold.query.routing.terms import covered, named_number, salient_terms, technical_terms
 from manifold.query.types import Evidence
 from manifold.shared.identifiers import find_identifiers
 
@@ -74,7 +74,7 @@ def judge(question: str, evidence: Sequence[Evidence], result: Mapping[str, Any]
     if not missing:
         return None
     strong = set(technical_terms(question)) | {t for t in salient if find_identifiers(t)}
-    quoted = {t for t in salient if t not in strong and " " in t}
+    quoted = {t for t in salient if t not in strong and " " in t and named_number(t) is None}
     if len(missing) == len(salient) or any(t in strong or t in quoted for t in missing):
         return Abstention("no_answer", missing)
     return Abstention("partial", missing)

@@ -18,14 +18,18 @@ Guarantees:
   `-` and `_` between a term's parts matched loosely (`auto-crlf` ~ `auto_crlf`), so a term
   found in a chunk is the identifier the question names.
 - `salient_terms(question, common)` are the words and terms a relevant passage must contain:
-  technical terms, quoted phrases, numbers that name something ("Debian 9", "ISO 4217",
-  "section 12": the number), capitalised names that are not the question's first word,
+  technical terms, quoted phrases, numbers that name something (a capitalised name with its
+  number as one term, "Debian 9", "Ubuntu 24.04"; after a generic word, "ISO 4217", "section 12",
+  the number alone), capitalised names that are not the question's first word,
   and rare words (alphabetic, ≥ 4 letters, not stop words, for which `common(word)` is False).
   `covered(term, texts)` says whether a salient term occurs in any text, comparing words by
   their Snowball stem so `caching` covers `cache`, and a word of six letters or more also by its
   first letters (all but three, at least five) so `warranty` covers `warrants`. A name glued to
   its version (`GPLv3`, `IPv6`) is covered by the name and the number apart (`GPL-3`, `GPL 3`,
-  `GPL3`, `GPL version 3`, `GPL v3`), as in a file name `GPL-3.txt`. A possessive
+  `GPL3`, `GPL version 3`, `GPL v3`), as in a file name `GPL-3.txt`. A name and its number
+  ("Debian 9") are covered together: the number at most three words after the name ("Debian
+  GNU/Linux 9"), or as a whole cell of a table row in a text that names the name (a release
+  table `9,Stretch,…` in `debian.csv`); the number alone elsewhere does not cover it. A possessive
   `'s` is not part of a word; words about the search itself ("keyword", "documents") are not
   salient.
 - Deterministic, no I/O.
@@ -39,7 +43,7 @@ from collections.abc import Callable, Iterable
 from manifold.query.routing.lexicon import QUESTION_WORDS, STOPWORDS
 from manifold.shared import analysis
 
-__all__ = ["covered", "occurs", "salient_terms", "technical_terms", "version_variants"]
+__all__ = ["covered", "named_number", "occurs", "salient_terms", "technical_terms", "version_variants"]
 
 _BOUND_L = r"(?<![\w$./~-])"
 _BOUND_R = r"(?![\w/-]|\.[\w])"
@@ -62,9 +66,14 @@ _DOTTED = re.compile(r"[A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*)+")
 _QUOTED = re.compile(r"\"([^\"]{2,80})\"|“([^”]{2,80})”|(?<![A-Za-z])'([^'\n]{3,80})'(?![A-Za-z])")
 _WORD = re.compile(r"[^\W\d_][\w'’-]*")
 _PATH = re.compile(r"/")
-_NAMED_NUMBER = re.compile(r"(?:\b[A-Z][\w+-]*|\b(?:version|release|section|chapter|rfc|iso|part|article|"
-                           r"clause|rule|step|table|figure|appendix|page)s?)\s+(\d{1,6})(?![\w.,:/-]*\w)")
-"""A number that names something ("Debian 9", "ISO 4217", "section 12"): salient as itself."""
+_GENERIC = frozenset("""version release section chapter rfc iso part article clause rule step table figure
+appendix page""".split())
+"""Words whose number is a reference of its own ("section 12", "ISO 4217", "RFC 1035")."""
+_NUMBERED_WORD = re.compile(r"\b(?:version|release|section|chapter|rfc|iso|part|article|clause|rule|step|table|"
+                            r"figure|appendix|page)s?\s+(\d{1,6})(?![\w.,:/-]*\w)")
+_NAMED_NUMBER = re.compile(r"\b([A-Z][\w+-]*)\s+(\d{1,6}(?:\.\d{1,4})?)(?![\w.,:/-]*\w)")
+"""A capitalised name and the number that names one of its kind ("Debian 9", "Ubuntu 24.04")."""
+_PAIR = re.compile(r"([A-Z][\w+-]*) (\d{1,6}(?:\.\d{1,4})?)")
 
 
 def _is_term(term: str) -> bool:
@@ -134,9 +143,7 @@ file files passage passages mention mentions mentioned mentioning text texts""".
 def salient_terms(question: str, common: Callable[[str], bool]) -> list[str]:
     """The terms a relevant passage must contain (see the module guarantees), first seen first."""
     out: dict[str, None] = {}
-    for term in [*technical_terms(question), *_quoted(question),
-                 *(m.group(1) for m in _NAMED_NUMBER.finditer(question)
-                   if m.group(0).split()[0].casefold() not in _CALENDAR)]:
+    for term in [*technical_terms(question), *_quoted(question), *_numbers(question)]:
         out.setdefault(term, None)
     taken = " ".join(out)
     words = list(_WORD.finditer(question))
@@ -171,12 +178,57 @@ def version_variants(term: str) -> list[str]:
     return [f"{name} {number}", f"{name}{number}", f"{name} version {number}", f"{name} v{number}"]
 
 
+def _numbers(question: str) -> list[str]:
+    """Numbers that name something: a capitalised name and its number as one term ("Debian 9");
+    a number after a generic word ("section 12", "ISO 4217"), a calendar word, a stop word or a
+    question word as itself, and only when it is whole (no `.x`: "section 2.1" is not taken)."""
+    found: list[tuple[int, str]] = []
+    for m in _NAMED_NUMBER.finditer(question):
+        name, number = m.groups()
+        low = name.casefold()
+        if low in _CALENDAR:
+            continue
+        if low.rstrip("s") in _GENERIC or low in _GENERIC or low in STOPWORDS or low in QUESTION_WORDS:
+            if "." not in number:
+                found.append((m.start(2), number))
+        else:
+            found.append((m.start(1), f"{name} {number}"))
+    for m in _NUMBERED_WORD.finditer(question):
+        if not any(pos == m.start(1) or term == m.group(1) for pos, term in found):
+            found.append((m.start(1), m.group(1)))
+    return [term for _, term in sorted(found)]
+
+
+def named_number(term: str) -> tuple[str, str] | None:
+    """(name, number) when `term` is a name and the number that names one of its kind ("Debian 9")."""
+    match = _PAIR.fullmatch(term)
+    return (match.group(1), match.group(2)) if match else None
+
+
+def _pair_covered(name: str, number: str, text: str) -> bool:
+    """The name and its number together in `text`: the name, at most three words, then the number
+    ("Debian 9", "Debian GNU/Linux 9", "GPL version 3", "GPLv3", "Ubuntu 24.04 LTS"); or the number
+    as a whole cell of a table row or record line ("9,Stretch,…", "version: 9 | …") of a text that
+    names the name anywhere (its title or file name included)."""
+    num = r"(?<![\d.])v?" + re.escape(number) + r"(?![\w]|[.,]\d)"
+    near = (r"(?<![\w])" + re.escape(name) + r"[\w.+/-]*?(?:[\s,:()/-]+[^\W\d][\w.+/-]*){0,3}?[\s,:()/_-]*" + num)
+    if re.search(near, text, re.IGNORECASE):
+        return True
+    cell = r"(?:^|[|,\t])[ \t]*(?:[^|,\t:\n]{1,40}:[ \t]*)?" + num + r"(?:[ \t]+[A-Za-z]{1,8}){0,2}[ \t]*(?:$|[|,\t])"
+    return (re.search(cell, text, re.MULTILINE) is not None
+            and re.search(r"(?<![^\W_])" + re.escape(name) + r"(?![^\W\d_])", text, re.IGNORECASE) is not None)
+
+
 def covered(term: str, texts: Iterable[str]) -> bool:
     """Whether `term` occurs in any of `texts`: literally, as a glued name and version written
-    apart (`version_variants`), or (a single word) by its stem."""
+    apart (`version_variants`), a name and its number together (`_pair_covered`), or (a single
+    word) by its stem."""
     texts = list(texts)
     if any(occurs(v, t) for v in (term, *version_variants(term)) for t in texts):
         return True
+    pair = named_number(term)
+    if pair is not None:
+        return any(_pair_covered(*pair, t) for t in texts)
     if " " in term.strip() or not term.isalpha():
         return False
     stems = _stems(term)

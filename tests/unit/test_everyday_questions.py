@@ -167,6 +167,29 @@ def test_a_partly_covered_question_is_partial_and_names_the_missing_term() -> No
     assert verdict is not None and verdict.status == "partial" and verdict.missing == ("Mercurial",)
 
 
+def test_a_name_and_its_number_are_one_salient_term_covered_only_together() -> None:
+    assert salient_terms("When was Debian 16 released?", common)[0] == "Debian 16"
+    assert "Debian" not in salient_terms("When was Debian 16 released?", common)
+    assert salient_terms("What is the release date of Ubuntu 31.04?", common)[0] == "Ubuntu 31.04"
+    assert "12" in salient_terms("What does section 12 of the licence say?", common)  # a reference: alone
+    assert "2.1" not in salient_terms("What is section 2.1 about?", common)
+    assert covered("Debian 9", ["Debian GNU/Linux 9 (stretch) was released in June 2017."])
+    assert covered("GPL 3", ["the GNU GPL version 3 or later"]) and covered("GPL 3", ["GPLv3"])
+    assert covered("Debian 9", ["version,codename,release\n9,Stretch,2017-06-17\ndata/debian.csv"])
+    assert covered("Ubuntu 16.04", ["version: 16.04 LTS | codename: Xenial Xerus\nubuntu.json"])
+    assert not covered("Debian 16", ["Page 16 of the Debian FAQ lists the mirrors."])
+    assert not covered("Debian 6", ["Debian-16"]) and not covered("Debian 1", ["Debian 16"])
+    assert not covered("Debian 16", ["16,Stretch,2017-06-17\ndata/ubuntu.csv"])  # the name is not there
+
+
+def test_a_named_number_no_evidence_holds_makes_the_reply_partial() -> None:
+    ev = [_evidence("Debian releases are named after Toy Story characters; 16 of them are listed.")]
+    verdict = abstain.judge("When was Debian 16 released?", ev, {}, common)
+    assert verdict is not None and verdict.status == "partial" and verdict.missing == ("Debian 16",)
+    assert abstain.judge("When was Debian 9 released?", [_evidence("Debian 9 was released in 2017.")], {},
+                         common) is None
+
+
 def test_structured_answers_are_not_judged_by_their_words() -> None:
     result = {"spend": {"metric": "total_spend", "matched_line_count": 3}}
     assert abstain.judge("What did Zyxel cost?", [], result, common) is None
