@@ -1,7 +1,7 @@
 """The candidate pool after fusion: how the fused chunks of a text search are ordered before the
 step keeps its `limit` (pure functions, no I/O).
 
-`arrange(fused, terms, limit=..., per_document_cap=...)` guarantees, in order:
+`arrange(fused, terms, limit=..., per_document_cap=..., query=...)` guarantees, in order:
 
 1. **Navigation last.** A chunk that is navigation rather than content (`is_navigation`: a table
    of contents, its lines ending in dot leaders and page numbers, or a section titled
@@ -11,7 +11,16 @@ step keeps its `limit` (pure functions, no I/O).
    come first, then the chunks holding more of the terms literally (`routing.terms.occurs`, in
    the section title or the text), in fused order otherwise (`promote_terms`); at most
    `per_document_cap` chunks per document.
-3. **Consensus kept.** The first `KEEP_FUSED` content chunks of the fused order are among the
+3. **Named headings first.** With the question (`query`), a chunk whose own section heading the
+   question names (`heading_named`: the heading, without its numbering or a trailing
+   qualifier, occurs in the question as written; it is identifier-like, such as `KillMode=` or
+   `checkpoint_timeout (integer)`, or has at least two content words, such as "max
+   connections"; never an all-capitals manual section such as EXIT STATUS), ranks before the
+   others, after identity hits: in a manual or a reference, the entry headed by what is asked
+   is where its answer is. A heading that chunks of two or more documents of the pool share is
+   their common structure ("Environment variables"), not an entry, and is not promoted. Within
+   each group the order of 2 holds.
+4. **Consensus kept.** The first `KEEP_FUSED` content chunks of the fused order are among the
    `limit` returned even when they hold no term: a question that mentions an identifier in
    passing ("in a debian/copyright file, which fields ...") keeps the passages both branches
    agreed on, after the ones that hold the identifier.
@@ -26,7 +35,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from manifold.query.fusion import Fused
-from manifold.query.routing.terms import occurs
+from manifold.query.routing.lexicon import QUESTION_WORDS, STOPWORDS
+from manifold.query.routing.terms import occurs, technical_terms
 from manifold.query.types import TextHit
 
 KEEP_FUSED = 2
@@ -52,6 +62,31 @@ def is_navigation(section_title: str | None, text: str) -> bool:
         return True
     leaders = sum(len(m.group(0)) for m in _LEADER.finditer(text))
     return leaders >= NAVIGATION_SHARE * len(text)
+
+
+_NUMBERING = re.compile(r"^\s*(?:[0-9]+(?:\.[0-9]+)*\.?|[A-Z]\.(?:[0-9]+\.?)*|[ivxlc]+\.)\s+", re.IGNORECASE)
+_QUALIFIER = re.compile(r"\s*\([^)]{1,40}\)\s*$")
+_HEAD_WORD = re.compile(r"[^\W\d_][\w'’-]*")
+
+
+def heading_named(section_title: str | None, query: str) -> bool:
+    """Whether `query` names the heading `section_title` (see the module docstring, 3): after
+    its numbering ("6.2.2") and a trailing qualifier ("(integer)") or `=` are dropped, the
+    heading must occur in the query as written (`routing.terms.occurs`) and be identifier-like
+    (one `routing.terms.technical_terms` finds, or a word with `=`, `_` or an inner capital) or
+    hold at least two content words (not stop or question words) without being all capitals.
+    One plain word ("OPTIONS", "Security") is never enough."""
+    if not section_title or not query:
+        return False
+    head = _QUALIFIER.sub("", _NUMBERING.sub("", section_title.strip())).strip().rstrip("=:").strip()
+    if len(head) < 3 or len(head) > 120:
+        return False
+    if technical_terms(head) or re.fullmatch(r"\S*(?:[=_]|[a-z][A-Z])\S*", head):
+        return occurs(head, query)
+    if head.isupper():
+        return False  # a manual's structural section (EXIT STATUS, ENVIRONMENT), not an entry's name
+    content = [w for w in _HEAD_WORD.findall(head) if w.casefold() not in STOPWORDS | QUESTION_WORDS]
+    return len(content) >= 2 and occurs(head, query)
 
 
 def held(hit: TextHit, terms: Sequence[str]) -> int:
@@ -97,13 +132,25 @@ def promote_terms(hits: Sequence[Any], terms: Sequence[str], per_document_cap: i
 
 
 def arrange(fused: Sequence[Any], terms: Sequence[str], *, limit: int,
-            per_document_cap: int | None = None) -> list[Any]:
+            per_document_cap: int | None = None, query: str = "") -> list[Any]:
     """The pool in the order the step keeps it, at most `limit` (see the module docstring)."""
     navigation = {id(f) for f in fused if _navigation(f)}  # the regexes run once per chunk
     ordered = sorted(fused, key=lambda f: id(f) in navigation)
-    ranked = promote_terms(ordered, terms, per_document_cap) if terms else _capped(ordered, per_document_cap)
+    named = {id(f) for f in ordered if id(f) not in navigation and heading_named(f.hit.section_title, query)}
+    if named:  # a heading several documents share is their structure ("Environment variables"), not an entry
+        docs: dict[str, set[str]] = {}
+        for f in ordered:
+            if id(f) in named:
+                docs.setdefault((f.hit.section_title or "").strip().casefold(), set()).add(f.hit.document_id)
+        named = {id(f) for f in ordered if id(f) in named
+                 and len(docs[(f.hit.section_title or "").strip().casefold()]) == 1}
+    if named:  # identity hits, then named headings, then the rest; the terms held decide within each
+        ranked = _capped(sorted(ordered, key=lambda f: (not f.hit.identity, id(f) not in named,
+                                                        -held(f.hit, terms) if terms else 0)), per_document_cap)
+    else:
+        ranked = promote_terms(ordered, terms, per_document_cap) if terms else _capped(ordered, per_document_cap)
     out = ranked[:limit]
-    if not terms:
+    if not terms and not named:
         return out
     consensus = [f for f in ordered[:KEEP_FUSED] if id(f) not in navigation]
     protected = {f.hit.chunk_id for f in consensus}

@@ -146,7 +146,8 @@ class HybridExecutor:
                       per_document_cap=params.per_document_cap, limit=depth_out, failed=failed, method=method,
                       document_support=self._settings.fusion_document_support)
         fused = arrange(with_term_hits(fusion.hits, anchored.hits if anchored else (), params.terms),
-                        params.terms, limit=params.limit, per_document_cap=params.per_document_cap)
+                        params.terms, limit=params.limit, per_document_cap=params.per_document_cap,
+                        query=params.query)
         clock = StoreClock()
         with clock, self._db.transaction(tenant_id) as conn:
             checked, dropped = final_check(conn, tenant_id, [f.hit for f in fused])

@@ -72,6 +72,32 @@ def test_making_room_for_the_consensus_never_drops_the_other_consensus_chunk() -
     assert ids == ["c", "a", "b"]
 
 
+def test_a_heading_the_question_names_is_recognised_and_a_structural_one_is_not() -> None:
+    from manifold.query.pool import heading_named
+
+    assert heading_named("max connections", "What is the default for max connections in rsyncd.conf?")
+    assert heading_named("KillMode=", "what does KillMode=mixed do")
+    assert heading_named("checkpoint_timeout (integer)", "how often is a checkpoint? checkpoint_timeout")
+    assert heading_named("7.2. Debian Reference Card", "restart a service, says the Debian reference card?")
+    assert not heading_named("OPTIONS", "which options does it take")  # one plain word
+    assert not heading_named("EXIT STATUS", "what exit status does ssh return")  # a manual's structure
+    assert not heading_named("max connections per host", "max connections?")  # the whole heading is named
+    assert not heading_named(None, "anything") and not heading_named("max connections", "")
+
+
+def test_a_chunk_headed_by_what_is_asked_leads_unless_several_documents_share_the_heading() -> None:
+    q = "What is the default for max connections in rsyncd.conf?"
+    pool = [fused("a", "rsyncd.conf is the daemon's file", doc="man1"), fused("b", "see rsyncd.conf", doc="man1"),
+            fused("c", "The default is 0, which means no limit.", doc="man5", title="max connections")]
+    ids = [f.hit.chunk_id for f in arrange(pool, ["rsyncd.conf"], limit=3, query=q)]
+    assert ids[0] == "c" and set(ids) == {"a", "b", "c"}
+    shared = [fused("a", "prose", doc="d1"), fused("b", "more", doc="d1"),
+              fused("c", "LANG ...", doc="d2", title="Environment variables"),
+              fused("e", "GIT_DIR ...", doc="d3", title="Environment variables")]
+    ids = [f.hit.chunk_id for f in arrange(shared, [], limit=2, query="what is the environment variables list")]
+    assert ids == ["a", "b"]
+
+
 def test_the_hybrid_step_returns_only_chunks_of_versions_active_at_its_final_check(
         monkeypatch: Any) -> None:
     """The branches filter to active versions, but a version can be replaced between a branch's
