@@ -4,15 +4,20 @@ Loads one tenant of the configured PostgreSQL (the dev stack's, or any migrated 
 least `--chunks` serving chunks of real text, through the real `PostgresTextIndex` adapter (its
 analysis, postings and the migration-14 triggers) and the real `PostgresVersionManifest`
 (staged, verified, activated), then asks `--queries` real questions with `PgBM25Executor` as the
-query role, two ways, interleaved in the same run (the order alternates per question):
+query role, three ways, interleaved in the same run (the order rotates per question):
 
 - **kept**: the executor as served: collection and term statistics read from `text_stats` /
   `text_df`, which the database keeps at publication;
 - **computed**: the same executor with the kept statistics withheld (`kept_statistics` returns
-  None), i.e. the statement as it was before: statistics aggregated over the tenant per question.
+  None), i.e. the statement as it was before migration 14: statistics aggregated over the tenant
+  per question;
+- **joined**: the kept statistics with the scoring shape as it was before migration 15 (each
+  posting joined to its chunk for its field length, serving mark and analysis version;
+  `joined_statement`). The postings' set-based active-version policy of migration 15 applies to
+  every mode (it is the database's), so this isolates the join, not the policy change.
 
 After loading it runs `ANALYZE`, as the embedded pipeline does after a batch. It reports
-p50/p95/mean per mode (a statement past the step budget counts as a timeout, at its time), their ratio, and whether the two modes return the same top 10 for every question
+p50/p95/mean per mode (a statement past the step budget counts as a timeout, at its time), the ratios of kept to the other two, and whether each other mode returns the same top 10 as kept for every question
 (the same contents at every rank, scores equal to 1e-9 relative: the ranking must not change), and writes
 `bench/results/pg_bm25_latency.json` (machine, commit, tenant size).
 
@@ -162,6 +167,35 @@ def same_ranking(a: list[tuple[tuple[str, str], float]] | None, b: list[tuple[tu
                for (ka, sa), (kb, sb) in zip(canonical(a), canonical(b), strict=True))
 
 
+_POSTINGS_ALONE = """    FROM manifold.text_terms t
+    JOIN q ON q.term = t.term
+    JOIN df ON df.field = t.field AND df.term = t.term
+    CROSS JOIN stats s"""
+_JOINED = """    FROM manifold.text_terms t
+    JOIN q ON q.term = t.term
+    JOIN df ON df.field = t.field AND df.term = t.term
+    JOIN manifold.text_chunks c ON c.tenant_id = t.tenant_id AND c.chunk_id = t.chunk_id
+    CROSS JOIN stats s"""
+
+
+def joined_statement(kept_sql: str) -> str:
+    """The served statement as it was before migration 15: every posting joined to its chunk for
+    the field length, the serving mark and the analysis version (same scores)."""
+    out = kept_sql.replace(_POSTINGS_ALONE, _JOINED)
+    out = out.replace("t.field_length::float8 AS len",
+                      "CASE t.field WHEN 'text' THEN c.text_length ELSE c.title_length END::float8 AS len")
+    out = out.replace("WHERE t.tenant_id = %(tenant)s AND t.text_schema_version = %(schema)s\n      AND "
+                      "(%(docs)s::text[] IS NULL OR t.document_id",
+                      "WHERE t.tenant_id = %(tenant)s AND c.serving AND c.text_schema_version = %(schema)s\n      AND "
+                      "(%(docs)s::text[] IS NULL OR c.document_id")
+    if out.count("text_chunks c") != 2 or "c.serving" not in out:
+        raise RuntimeError("the served statement changed shape: update joined_statement()")
+    return out
+
+
+MODES = ("kept", "computed", "joined")
+
+
 def measure(settings: Any, tenant: str, queries: list[str], warmup: int) -> dict[str, Any]:
     from manifold.query.executors import pg_lexical
     from manifold.query.plan import BM25SearchParams
@@ -169,28 +203,35 @@ def measure(settings: Any, tenant: str, queries: list[str], warmup: int) -> dict
 
     access.allow_tool_reads()
     executor = pg_lexical.PgBM25Executor.from_settings(settings)
-    kept_fn = pg_lexical.kept_statistics
+    kept_fn, kept_sql = pg_lexical.kept_statistics, pg_lexical.BM25_KEPT_SQL
+    joined_sql = joined_statement(kept_sql)
 
     def run(query: str, mode: str) -> tuple[float, list[tuple[tuple[str, str], float]] | None, str]:
-        pg_lexical.kept_statistics = kept_fn if mode == "kept" else (lambda conn, tenant_id: None)  # type: ignore[assignment]
+        if mode == "computed":
+            pg_lexical.kept_statistics = lambda conn, tenant_id: None  # type: ignore[assignment]
+        if mode == "joined":
+            pg_lexical.BM25_KEPT_SQL = joined_sql  # type: ignore[misc]
         t0 = time.perf_counter()
         try:
             res = executor.run(BM25SearchParams(query=query, limit=10), tenant_id=tenant, timeout_s=30.0)
         except TimeoutError:  # past the statement budget (settings.query.statement_timeout_ms)
             return (time.perf_counter() - t0) * 1000, None, "timeout"
         finally:
-            pg_lexical.kept_statistics = kept_fn  # type: ignore[assignment]
+            pg_lexical.kept_statistics, pg_lexical.BM25_KEPT_SQL = kept_fn, kept_sql  # type: ignore[misc]
         ms = (time.perf_counter() - t0) * 1000
         return ms, [(_content_key(h), float(h.score or 0.0)) for h in res.hits], str(res.result["statistics"])
 
     for q in queries[:warmup]:
-        run(q, "kept")
-        run(q, "computed")
-    times: dict[str, list[float]] = {"kept": [], "computed": []}
-    timeouts = {"kept": 0, "computed": 0}
-    same, compared, differ, used = 0, 0, [], set()
+        for mode in MODES:
+            run(q, mode)
+    times: dict[str, list[float]] = {m: [] for m in MODES}
+    timeouts = dict.fromkeys(MODES, 0)
+    same = {"computed": 0, "joined": 0}
+    compared = {"computed": 0, "joined": 0}
+    differ: dict[str, list[str]] = {"computed": [], "joined": []}
+    used = set()
     for i, q in enumerate(queries):
-        order = ("kept", "computed") if i % 2 == 0 else ("computed", "kept")
+        order = MODES[i % 3:] + MODES[:i % 3]  # each mode goes first, second and third in turn
         got = {}
         for mode in order:
             ms, hits, stat = run(q, mode)
@@ -199,19 +240,25 @@ def measure(settings: Any, tenant: str, queries: list[str], warmup: int) -> dict
             timeouts[mode] += hits is None
             if mode == "kept":
                 used.add(stat)
-        if got["kept"] is None or got["computed"] is None:
-            continue  # a timeout: nothing to compare
-        compared += 1
-        if same_ranking(got["kept"], got["computed"]):
-            same += 1
-        else:
-            differ.append(q)
-    kept, computed = summary(times["kept"]), summary(times["computed"])
-    return {"kept": kept, "computed": computed, "statistics_used_by_kept_mode": sorted(used),
+        for other in ("computed", "joined"):
+            if got["kept"] is None or got[other] is None:
+                continue  # a timeout: nothing to compare
+            compared[other] += 1
+            if same_ranking(got["kept"], got[other]):
+                same[other] += 1
+            else:
+                differ[other].append(q)
+    summaries = {m: summary(times[m]) for m in MODES}
+    kept = summaries["kept"]
+    return {**summaries, "statistics_used_by_kept_mode": sorted(used),
             "timeouts": timeouts, "statement_timeout_ms": settings.query.statement_timeout_ms,
-            "ratio_kept_over_computed": {k: round(kept[k] / computed[k], 3) for k in ("p50_ms", "p95_ms", "mean_ms")},
+            "ratio_kept_over_computed": {k: round(kept[k] / summaries["computed"][k], 3)
+                                         for k in ("p50_ms", "p95_ms", "mean_ms")},
+            "ratio_kept_over_joined": {k: round(kept[k] / summaries["joined"][k], 3)
+                                       for k in ("p50_ms", "p95_ms", "mean_ms")},
             "same_top10_and_scores": same, "compared": compared,
-            "same_means": "the same contents at every rank, scores equal to 1e-9 relative (copies of one chunk in either order)", "questions": len(queries), "differing_questions": differ}
+            "same_means": "the same contents at every rank, scores equal to 1e-9 relative (copies of one chunk in "
+                          "either order)", "questions": len(queries), "differing_questions": differ}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -242,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     queries = [json.loads(line)["text"] for line in (DATA / "queries.jsonl").read_text().splitlines() if line.strip()]
     random.Random(args.seed).shuffle(queries)
     result = measure(settings, args.tenant, queries[:args.queries], args.warmup)
-    out = {"benchmark": "embedded BM25: kept statistics vs computed per question", "machine": machine_info(),
+    out = {"benchmark": "embedded BM25: postings alone with kept statistics vs computed statistics vs postings joined to chunks", "machine": machine_info(),
            "dataset": {**dataset, "copies": copies, "abstracts": len(corpus), "chunk_max_chars": MAX_CHARS,
                        "tenant": args.tenant, **loaded}, "result": result}
     args.out.write_text(json.dumps(out, indent=2) + "\n")

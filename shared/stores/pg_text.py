@@ -9,7 +9,10 @@ migration 7 (`pg_schema`):
   space-joined unstemmed analysed section title (`section_title_terms`, for phrase matches) and the `serving` mark.
 - `text_terms`: postings, one row per (chunk, field, term) with its term frequency `tf`; the
   fields are `text` (chunk text) and `title` (document title + section path), as `text_terms` and
-  `title_terms` in Elasticsearch.
+  `title_terms` in Elasticsearch. Each posting also carries its field's length (`field_length`,
+  equal to the chunk row's `text_length` / `title_length`) and the chunk's `text_schema_version`,
+  written in the same statement as the chunk's other postings, so BM25 scores from postings
+  alone (migration 15).
 
 Analysis (`manifold.shared.analysis`, the same module Elasticsearch's fields are fed from): the
 `text` and `title` postings hold `analysis.terms` (stop words removed, Snowball English stems,
@@ -101,10 +104,12 @@ _UPSERT_CHUNK = sql.SQL(
 _WHERE_VERSION = "tenant_id = %(tenant)s AND document_id = %(document_id)s AND version = %(version)s"
 _DROP_STALE = f"DELETE FROM manifold.text_chunks WHERE {_WHERE_VERSION} AND NOT (chunk_id = ANY(%(keep)s))"
 _DROP_TERMS = "DELETE FROM manifold.text_terms WHERE tenant_id = %(tenant)s AND chunk_id = ANY(%(ids)s)"
-_TERM_ARRAYS = ("chunks", "documents", "versions", "fields", "terms", "tfs")
-_INSERT_TERMS = ("INSERT INTO manifold.text_terms (tenant_id, chunk_id, document_id, version, field, term, tf) "
-                 "SELECT %(tenant)s, * FROM unnest(%(chunks)s::text[], %(documents)s::text[], "
-                 "%(versions)s::integer[], %(fields)s::text[], %(terms)s::text[], %(tfs)s::integer[])")
+_TERM_ARRAYS = ("chunks", "documents", "versions", "fields", "terms", "tfs", "lengths")
+_INSERT_TERMS = ("INSERT INTO manifold.text_terms (tenant_id, chunk_id, document_id, version, field, term, tf, "
+                 "field_length, text_schema_version) "
+                 "SELECT %(tenant)s, *, %(schema)s FROM unnest(%(chunks)s::text[], %(documents)s::text[], "
+                 "%(versions)s::integer[], %(fields)s::text[], %(terms)s::text[], %(tfs)s::integer[], "
+                 "%(lengths)s::integer[])")
 _DELETE_VERSION = f"DELETE FROM manifold.text_chunks WHERE {_WHERE_VERSION}"
 _READ_MANIFEST = (f"SELECT chunk_id, content_sha256 FROM manifold.text_chunks WHERE {_WHERE_VERSION} "
                   "AND text_schema_version = %(schema)s")
@@ -150,7 +155,7 @@ class PostgresTextIndex:
         manifest read back with one query."""
         tenant = docs[0].doc.tenant_id
         rows: list[tuple[Any, ...]] = []
-        postings: dict[str, list[tuple[str, str, int]]] = {}
+        postings: dict[str, list[tuple[str, str, int, int]]] = {}
         owner: dict[str, tuple[str, int]] = {}
         for doc in docs:
             ref = doc.doc
@@ -170,9 +175,9 @@ class PostgresTextIndex:
                     c.content_sha256, ref.content_sha256, ref.media_type, v.parser, v.chunker, v.extraction,
                     PG_TEXT_SCHEMA_VERSION, fp, len(text_terms), len(title_terms),
                 ))
-                postings[c.chunk_id] = (
-                    [("text", t, n) for t, n in sorted(Counter(text_terms).items())]
-                    + [("title", t, n) for t, n in sorted(Counter(title_terms).items())]
+                postings[c.chunk_id] = (  # each with its field's length, as the chunk row has it
+                    [("text", t, n, len(text_terms)) for t, n in sorted(Counter(text_terms).items())]
+                    + [("title", t, n, len(title_terms)) for t, n in sorted(Counter(title_terms).items())]
                 )
                 owner[c.chunk_id] = (ref.document_id, ref.version)
         changed: list[str] = []
@@ -189,9 +194,9 @@ class PostgresTextIndex:
                         break
             if changed:
                 cur.execute(_DROP_TERMS, {"tenant": tenant, "ids": changed})
-                terms = [(cid, *owner[cid], field, term, tf) for cid in changed for field, term, tf in postings[cid]]
+                terms = [(cid, *owner[cid], *posting) for cid in changed for posting in postings[cid]]
                 if terms:
-                    cur.execute(_INSERT_TERMS, {"tenant": tenant, **{
+                    cur.execute(_INSERT_TERMS, {"tenant": tenant, "schema": PG_TEXT_SCHEMA_VERSION, **{
                         name: [t[i] for t in terms] for i, name in enumerate(_TERM_ARRAYS)}})
         keys = [(d.doc.document_id, d.doc.version) for d in docs]
         documents, versions = vb.key_arrays(keys)

@@ -201,3 +201,34 @@ def test_postings_are_never_updated_in_place(world: World) -> None:
         conn.execute("SELECT set_config('manifold.tenant_id', %s, true)", (world.tenant,))
         with pytest.raises(psycopg.errors.RaiseException, match="never updated"):
             conn.execute("UPDATE manifold.text_terms SET tf = tf + 1 WHERE tenant_id = %s", (world.tenant,))
+
+
+_POSTING_DRIFT = """
+SELECT count(*) FILTER (WHERE t.field_length <> CASE t.field WHEN 'text' THEN c.text_length ELSE c.title_length END
+                           OR t.text_schema_version <> c.text_schema_version), count(*)
+FROM manifold.text_terms t JOIN manifold.text_chunks c ON c.tenant_id = t.tenant_id AND c.chunk_id = t.chunk_id
+WHERE t.tenant_id = %s"""
+
+
+def test_postings_carry_their_chunks_lengths_and_the_query_role_reads_active_ones_only(world: World) -> None:
+    """Migration 15: BM25 scores from postings alone, so each posting must hold its chunk's
+    field length and analysis version, after a write and after a rewrite; and the set-based
+    active-version policy on postings shows the query role the active version's postings only."""
+    world.write("pumps")  # written, never activated
+    world.publish("valves")
+    valves = world.docs["valves"]
+    changed = valves.chunks[0].model_copy(update={"text": "Ball valves seal with PTFE seats and stems.",
+                                                  "content_sha256": "b" * 64})
+    for doc in (None, valves.model_copy(update={"chunks": [changed, *valves.chunks[1:]]})):
+        if doc is not None:
+            world.write("valves", doc)
+        with psycopg.connect(world.roles["admin"]) as conn:
+            drift, total = conn.execute(_POSTING_DRIFT, (world.tenant,)).fetchone()  # type: ignore[misc]
+        assert total > 0 and drift == 0
+    with TenantConnections(world.roles["query"]).transaction(world.tenant, snapshot=True) as conn:
+        readable = {r[0] for r in conn.execute("SELECT DISTINCT document_id FROM manifold.text_terms")}
+    assert readable == {"valves"}
+    world.text.set_serving(world.tenant, "valves", 1, False)
+    world.manifest.delete_document(world.tenant, "valves", 2)  # retired: no longer active
+    with TenantConnections(world.roles["query"]).transaction(world.tenant, snapshot=True) as conn:
+        assert conn.execute("SELECT count(*) FROM manifold.text_terms").fetchone() == (0,)
