@@ -89,6 +89,10 @@ def heading_named(section_title: str | None, query: str) -> bool:
     return len(content) >= 2 and occurs(head, query)
 
 
+def _heading_key(f: Any) -> str:
+    return (f.hit.section_title or "").strip().casefold()
+
+
 def held(hit: TextHit, terms: Sequence[str]) -> int:
     """How many of `terms` occur literally in the hit's section title or text."""
     text = f"{hit.section_title}\n{hit.text}"
@@ -141,9 +145,8 @@ def arrange(fused: Sequence[Any], terms: Sequence[str], *, limit: int,
         docs: dict[str, set[str]] = {}
         for f in ordered:
             if id(f) in named:
-                docs.setdefault((f.hit.section_title or "").strip().casefold(), set()).add(f.hit.document_id)
-        named = {id(f) for f in ordered if id(f) in named
-                 and len(docs[(f.hit.section_title or "").strip().casefold()]) == 1}
+                docs.setdefault(_heading_key(f), set()).add(f.hit.document_id)
+        named = {id(f) for f in ordered if id(f) in named and len(docs[_heading_key(f)]) == 1}
     if named:  # identity hits, then named headings, then the rest; the terms held decide within each
         ranked = _capped(sorted(ordered, key=lambda f: (not f.hit.identity, id(f) not in named,
                                                         -held(f.hit, terms) if terms else 0)), per_document_cap)

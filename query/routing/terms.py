@@ -69,8 +69,7 @@ _PATH = re.compile(r"/")
 _GENERIC = frozenset("""version release section chapter rfc iso part article clause rule step table figure
 appendix page""".split())
 """Words whose number is a reference of its own ("section 12", "ISO 4217", "RFC 1035")."""
-_NUMBERED_WORD = re.compile(r"\b(?:version|release|section|chapter|rfc|iso|part|article|clause|rule|step|table|"
-                            r"figure|appendix|page)s?\s+(\d{1,6})(?![\w.,:/-]*\w)")
+_NUMBERED_WORD = re.compile(r"\b(?:" + "|".join(sorted(_GENERIC)) + r")s?\s+(\d{1,6})(?![\w.,:/-]*\w)")
 _NAMED_NUMBER = re.compile(r"\b([A-Z][\w+-]*)\s+(\d{1,6}(?:\.\d{1,4})?)(?![\w.,:/-]*\w)")
 """A capitalised name and the number that names one of its kind ("Debian 9", "Ubuntu 24.04")."""
 _PAIR = re.compile(r"([A-Z][\w+-]*) (\d{1,6}(?:\.\d{1,4})?)")
@@ -180,8 +179,9 @@ def version_variants(term: str) -> list[str]:
 
 def _numbers(question: str) -> list[str]:
     """Numbers that name something: a capitalised name and its number as one term ("Debian 9");
-    a number after a generic word ("section 12", "ISO 4217"), a calendar word, a stop word or a
-    question word as itself, and only when it is whole (no `.x`: "section 2.1" is not taken)."""
+    after a generic word ("section 12", "ISO 4217"), a stop word or a question word, the number
+    alone, and only when it is whole (no `.x`: "section 2.1" is not taken); after a calendar
+    word ("March 2026"), nothing (a period, not a thing a passage must hold)."""
     found: list[tuple[int, str]] = []
     for m in _NAMED_NUMBER.finditer(question):
         name, number = m.groups()
