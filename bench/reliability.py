@@ -23,8 +23,13 @@
 6. Verifies FROM THE STORES (`reliability_checks.py`) and prints the summary line
    `documents N, published N, duplicates 0, lost 0, leaks 0, drift 0`; exits 1 unless every
    number is as shown and N >= 1000 (`--allow-small` accepts a smaller N for a harness check).
+   During the faults `--update-share` of the corpus gets a new version and `--delete-share` is
+   deleted (`reliability_churn.py`); every update must serve its version, every delete be gone.
+   The results record each fault's recovery (fault over -> publication resumed) and the time
+   from the last fault to everything published with consumer lag zero.
 
-Writes bench/results/reliability.json and bench/results/load.json.
+Writes bench/results/reliability.json (or `--out`) and bench/results/load.json.
+Ten times the load: `--docs 10000 --kill-rounds 6 --timeout-min 150 --out reliability_10k.json`.
 """
 
 from __future__ import annotations
@@ -46,6 +51,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from metrics_eval import commit, machine  # noqa: E402 - after the path entry
+from reliability_churn import Churn, ProgressSampler, recovery_times  # noqa: E402 - as above
 
 OWN_STACK = {
     "MANIFOLD_STACK__DIR": "/tmp/relstack",
@@ -147,6 +155,7 @@ class QueryTraffic:
             tenant, question, expect = self.questions[i % len(self.questions)]
             i += 1
             before = self.outage.get("now", "")
+            stops_before = self.outage.get("kafka_stops", "0")
             rec: dict[str, Any] = {"t": time.time(), "tenant": tenant, "question": question[:60], "outage": before}
             start = time.monotonic()
             try:
@@ -165,7 +174,11 @@ class QueryTraffic:
                 time.sleep(1)
             rec["elapsed_ms"] = round((time.monotonic() - start) * 1000, 1)
             rec["deadline_ms"] = self.deadline_ms
-            rec["outage"] = before or self.outage.get("now", "")
+            after = self.outage.get("now", "")
+            # a broker outage that began while the question was in flight holds its reply: that
+            # question is the broker's (where no reply is expected), not the store outage's
+            broker_down = after == "kafka" or self.outage.get("kafka_stops", "0") != stops_before
+            rec["outage"] = "kafka" if broker_down else (before or after)
             rec["in_deadline"] = rec["status"] not in {"no_reply"} and rec["elapsed_ms"] <= self.deadline_ms + 2000
             self.records.append(rec)
             self._stop.wait(0.5)
@@ -222,6 +235,7 @@ class Suite:
         self.workdir = Path(tempfile.mkdtemp(prefix="reliability-"))
         self.outage: dict[str, str] = {"now": ""}
         self.result: dict[str, Any] = {"seed": args.seed, "tenants": self.tenants, "args": vars(args),
+                                       "commit": commit(), "machine": machine(),
                                        "started_at": datetime.now(UTC).isoformat()}
         self.events: list[dict[str, Any]] = []
         self.failures: list[str] = []
@@ -432,8 +446,18 @@ class Suite:
         kills = 0
         step = max(5, self.args.docs // (len(events) + 3))
         self.result["fault_schedule"] = events
-        for ev in events:
+        docs = sorted(self.expected[tenant] & {p.relative_to(root).as_posix() for p in paths})
+        self.churn = Churn(self.rng, docs, self.args.update_share, self.args.delete_share)
+        churn_at = {len(events) // 3: 0, (2 * len(events)) // 3: 1}  # two batches, amid the faults
+        self.progress = ProgressSampler(self.published_total)
+        self.progress.start()
+        fault_t0 = time.monotonic()
+        for i, ev in enumerate(events):
             self._wait_progress(step, 120)
+            if i in churn_at:
+                sent = self.churn.apply(self.client(), tenant, root, _media, churn_at[i], 2)
+                self.expected[tenant] -= self.churn.deleted
+                self.event("churn", **sent, published=self.published_total())
             if ev == "kill":
                 for _ in range(2):
                     target = order[kills % len(order)]
@@ -443,6 +467,7 @@ class Suite:
                     time.sleep(self.rng.uniform(0.5, 3.0))
             elif ev == "kafka":
                 self.outage["now"] = "kafka"
+                self.outage["kafka_stops"] = str(int(self.outage.get("kafka_stops", "0")) + 1)
                 self.event("stop", service="kafka")
                 stack(self.env, "down", "kafka")
                 time.sleep(5)
@@ -458,13 +483,23 @@ class Suite:
                 stack(self.env, "up", ev)
                 self.outage["now"] = ""
                 self.event("started", service=ev, published=self.published_total())
+        last_fault = time.monotonic()
         ok = self.wait_published("after faults", self.args.timeout_min * 60)
         self.traffic.stop()
         if not ok:
             self.failures.append("not every document was published before the timeout")
         lag = self.wait_lag_zero(300)
+        self.progress.stop()
         self.event("fault_done", published=self.published_total(), expected=self.expected_total(), lag=lag)
         self.result["fault_queries"] = self._traffic_summary(self.traffic.records)
+        lag_zero = all(v == 0 for v in lag.values())
+        self.result["fault_timing"] = {
+            "fault_phase_s": round(time.monotonic() - fault_t0, 1),
+            "last_fault_to_all_published_and_lag_zero_s": round(time.monotonic() - last_fault, 1)
+            if ok and lag_zero else None,
+            "recovery": recovery_times(self.events, self.progress.samples),
+            "progress_samples": [(round(t, 1), n) for t, n in self.progress.samples[::6]],
+        }
 
     def _wait_progress(self, step: int, timeout_s: float) -> None:
         start = self.published_total()
@@ -578,6 +613,9 @@ class Suite:
             rec = reconcile(self.env)
             drift = drift_total(rec)
             self.event("reconcile_after_gc", drift=rec.get("drift"), exit_code=rec.get("exit_code"))
+        if getattr(self, "churn", None) is not None:
+            self.result["churn"] = self.churn.verify(self.settings, self.tenants["corpus"])
+            self.failures += Churn.failures(self.result["churn"])
         audit = store_audit(self.settings, list(self.tenants.values()))
         letters = dead_letters(self.settings)
         valid_tenants = {t for k, t in self.tenants.items() if k != "hostile"}
@@ -649,6 +687,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-stack-up", action="store_true", help="use the already running own stack")
     ap.add_argument("--keep-stack", action="store_true", help="do not stop the own stack at the end")
     ap.add_argument("--allow-small", action="store_true", help="accept N < 1000 (harness check only)")
+    ap.add_argument("--update-share", type=float, default=0.05,
+                    help="share of the corpus given a new version during the faults (default 0.05)")
+    ap.add_argument("--delete-share", type=float, default=0.02,
+                    help="share of the corpus deleted during the faults (default 0.02)")
+    ap.add_argument("--out", default="reliability.json",
+                    help="results file name under bench/results/ (default reliability.json)")
     args = ap.parse_args(argv)
     phases = set(args.phases.split(","))
     suite = Suite(args)
@@ -673,7 +717,7 @@ def main(argv: list[str] | None = None) -> int:
         suite.result.update({"summary": summary, "failures": suite.failures,
                              "finished_at": datetime.now(UTC).isoformat(),
                              "peak_rss_mb": dict(sorted(suite.rss.peak_mb.items())) if suite.rss else {}})
-        (RESULTS / "reliability.json").write_text(json.dumps(suite.result, indent=2, default=str) + "\n")
+        (RESULTS / args.out).write_text(json.dumps(suite.result, indent=2, default=str) + "\n")
         if getattr(suite, "load_result", None):
             (RESULTS / "load.json").write_text(json.dumps(suite.load_result, indent=2, default=str) + "\n")
     for f in suite.failures:

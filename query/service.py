@@ -73,6 +73,7 @@ from manifold.query.types import (
 )
 from manifold.shared import access, tracing
 from manifold.shared.access import ReadScope
+from manifold.shared.errors import Transient
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +147,7 @@ class QueryService:
         as_of = (request.as_of or datetime.now(UTC)).date()
         route = None
         question = request.question or ""
+        degraded: list[Gap] = []  # stores that were down before the plan ran (then `partial`)
         if request.continuation is not None:
             session = request.session_id or "-"
             try:
@@ -174,7 +176,7 @@ class QueryService:
                                    answer=f"Refused: {decision.reason}", error=decision.reason)
             policy.append("guard: pass")
             with tracing.span("route"):
-                catalog = self._catalog.load(principal.tenant_id)
+                catalog = self._catalog_or_none(principal.tenant_id, policy, degraded)
                 route = self._route(question, catalog, as_of=as_of, classifier=self._classifier)
             if request.continuation is not None and request.choice and route.clarify is not None:
                 try:
@@ -190,7 +192,8 @@ class QueryService:
                                                   holdings=self._catalog.holdings(principal.tenant_id))
                 policy.extend(f"plan: {note}; passages instead" for note in notes)
             except PlanningGap as exc:
-                reply = self._text_only(request, principal, started, policy, route, question, deadline, str(exc))
+                reply = self._text_only(request, principal, started, policy, route, question, deadline, str(exc),
+                                        degraded)
                 if reply is not None:
                     return reply
                 try:  # no passage names an anchor: search the question as passages, without metrics
@@ -202,6 +205,7 @@ class QueryService:
                                        gaps=[Gap(kind="missing_data", detail=str(exc))])
             policy.append("plan: routed, validated")
         execution = self._engine.execute(plan, tenant_id=principal.tenant_id, deadline=deadline)
+        execution.gaps.extend(degraded)
         execution.gaps.extend(assemble.coverage_gaps(plan, execution))
         empty = empty_structured_steps(plan, execution) if route is not None else []
         fallback = fallback_plan(route, question) if empty else None
@@ -230,14 +234,28 @@ class QueryService:
         return self._checked(request, started, policy, route, plan, execution, answer, result, evidence,
                              question=question)
 
+    def _catalog_or_none(self, tenant_id: str, policy: list[str], degraded: list[Gap]) -> Sequence[CatalogEntry]:
+        """The tenant's entity catalog; while its store (Neo4j) is down, none: the question is
+        routed without entity names, over the stores that are up, and the reply says so."""
+        try:
+            return self._catalog.load(tenant_id)
+        except Transient as exc:
+            log.warning("catalog unavailable, routing without it: %s", exc)
+            policy.append("catalog: unavailable (Neo4j); routed without entity names")
+            degraded.append(Gap(step="catalog", kind="degraded",
+                                detail="the entity catalog (Neo4j) is unavailable: names were not resolved"))
+            return ()
+
     def _text_only(self, request: QueryRequest, principal: Principal, started: float, policy: list[str],
-                   route: Any, question: str, deadline: float, why: str) -> QueryReply | None:
+                   route: Any, question: str, deadline: float, why: str,
+                   degraded: Sequence[Gap] = ()) -> QueryReply | None:
         """No structured plan could be made (`why`): the text routes for the anchors, answered
         `partial` from a passage that names an anchor; None when no passage does."""
         plan = fallback_plan(route, question) if anchor_terms(route, question) else None
         if plan is None:
             return None
         execution = self._engine.execute(plan, tenant_id=principal.tenant_id, deadline=deadline)
+        execution.gaps.extend(degraded)
         evidence = self._final_check(execution, principal, policy)
         answer, result = self._quoted(plan, execution, route, question, [why], "", {}, evidence)
         if not result.get("fallback") or not evidence:

@@ -197,3 +197,27 @@ def test_a_store_outage_gives_a_partial_reply_in_time(answerer, world) -> None:
     assert reply.status in {"partial", "no_answer"}, reply
     assert any(g.kind in {"step_failed", "degraded"} for g in reply.gaps)
     assert "spend" not in reply.result  # never a partial sum presented as the total
+
+
+def test_a_catalog_outage_still_answers_from_the_stores_that_are_up(answerer, world) -> None:
+    from manifold.shared.errors import Transient
+
+    original = answerer._catalog  # noqa: SLF001 - swap the entity catalog for one whose store is down
+
+    class Down:
+        def load(self, tenant_id):
+            raise Transient("neo4j unavailable while loading the catalog (test)")
+
+        def __getattr__(self, name):
+            return getattr(original, name)
+
+    answerer._catalog = Down()  # noqa: SLF001 - as above
+    try:
+        reply = ask(answerer, world.northstar, "Explain the differential pressure calibration requirement for PRD-482",
+                    deadline_s=10)
+    finally:
+        answerer._catalog = original  # noqa: SLF001 - restored
+    assert reply.status == "partial", reply
+    assert reply.evidence, "the text stores are up: their passages are the evidence"
+    assert any(g.kind == "degraded" and g.step == "catalog" for g in reply.gaps)
+    _no_foreign_evidence(reply, world.northstar)
