@@ -21,6 +21,7 @@ threshold chosen on the dev split only (maximising the mean of the answerable fo
 unanswerable abstention rate); the heldout figures use that dev threshold unchanged.
 
     .venv/bin/python bench/everyday_baselines.py   # writes bench/results/everyday_baselines.json
+    EVERYDAY_SET=bench/everyday_probe2 .venv/bin/python bench/everyday_baselines.py --out /tmp/b.json
 """
 
 from __future__ import annotations
@@ -192,7 +193,12 @@ def evaluate(
     }
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="BM25 and BM25+MiniLM RRF baselines on the everyday set")
+    parser.add_argument("--out", type=Path, default=OUT, help=f"results file (default {OUT.name} in bench/results)")
+    args = parser.parse_args(argv)
     started = time.time()
     questions = ec.load_questions()
     texts = ec.corpus_texts()
@@ -220,7 +226,7 @@ def main() -> int:
         dense_top1.append(float(sims[qi][dense[0]]))
 
     results = {
-        "set": "bench/everyday (questions.jsonl)",
+        "set": f"{ec.ROOT.name} (questions.jsonl)",
         "corpus": {
             "files": len(texts),
             "characters": sum(len(t) for t in texts.values()),
@@ -239,7 +245,7 @@ def main() -> int:
         "seconds": {"embedding": round(embed_seconds, 1), "total": round(time.time() - started, 1)},
     }
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    args.out.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     print_table(results)
     print(f"wrote {OUT.relative_to(Path.cwd()) if OUT.is_relative_to(Path.cwd()) else OUT}")
     return 0
