@@ -6,7 +6,10 @@ deterministic key and returns the next message. The Kafka runner and the in-proc
 these same functions, so every runtime runs the same code.
 
 Guarantees: idempotent (same input → same keys, same ids, upserts only); a version older than
-the newest one already loaded for the document is skipped (returns None) and changes nothing.
+the newest one already loaded for the document is skipped (returns None) and changes nothing, and
+so is a version whose payload is missing because it was superseded while in flight (its document
+was deleted or updated, and erasure removed the payload: `StagingStore.superseded`); a payload
+missing for any other reason is `StagedItemMissing` (the DLQ).
 `run_load` also writes the version's vectors for every live parallel embedding configuration
 of the tenant (`embedding_migration.write_live_configs`, idempotent upserts) before returning
 the LoadNotice; these are not part of the version's artifacts or fingerprint.
@@ -42,7 +45,14 @@ from manifold.shared.embedding import Embedder, EmbeddingInfo
 from manifold.shared.embedding_configs import ConfigEmbedders
 from manifold.shared.errors import BadInput
 from manifold.shared.events import DocumentUpserted
-from manifold.shared.ports import EmbeddingCache, GraphStore, RelationalStore, StagingStore, TextIndex
+from manifold.shared.ports import (
+    EmbeddingCache,
+    GraphStore,
+    RelationalStore,
+    StagedItemMissing,
+    StagingStore,
+    TextIndex,
+)
 from manifold.shared.stores.version_batches import together
 
 Result = TypeVar("Result")
@@ -105,10 +115,17 @@ def _store(ports: Ports, notice_from: StageNotice | DocumentUpserted, stage: str
     )
 
 
-def _load(ports: Ports, notice: StageNotice, expected_stage: str) -> bytes:
+def _load(ports: Ports, notice: StageNotice, expected_stage: str) -> bytes | None:
+    """The notice's payload; None when it is missing because the version was superseded (its
+    document was deleted or updated while it was in flight, and erasure removed the payload)."""
     if notice.stage != expected_stage:
         raise BadInput(f"expected a '{expected_stage}' notice, got '{notice.stage}'")
-    return ports.staging.get_payload(notice.tenant_id, notice.payload_key, notice.stage)
+    try:
+        return ports.staging.get_payload(notice.tenant_id, notice.payload_key, notice.stage)
+    except StagedItemMissing:
+        if ports.staging.superseded(notice.tenant_id, notice.document_id, notice.version):
+            return None
+        raise
 
 
 def run_parse(event: DocumentUpserted, ports: Ports) -> StageNotice | None:
@@ -150,43 +167,57 @@ def each_by_tenant(tenants: Sequence[str], ports: Ports, step: Callable[[int], R
     return outcomes  # type: ignore[return-value]  # every index set above
 
 
-def run_chunk(notice: StageNotice, ports: Ports) -> StageNotice:
-    parsed = ParsedDocument.model_validate_json(_load(ports, notice, "parsed"))
+def run_chunk(notice: StageNotice, ports: Ports) -> StageNotice | None:
+    raw = _load(ports, notice, "parsed")
+    if raw is None:
+        return None
+    parsed = ParsedDocument.model_validate_json(raw)
     return _store(ports, notice, "chunked", chunk.handle(parsed).model_dump_json().encode())
 
 
-def run_embed(notice: StageNotice, ports: Ports) -> StageNotice:
-    chunked = ChunkedDocument.model_validate_json(_load(ports, notice, "chunked"))
-    embedded = embed.handle(chunked, ports.embedder, ports.cache)
-    return _store(ports, notice, "embedded", embedded.model_dump_json().encode())
+def run_embed(notice: StageNotice, ports: Ports) -> StageNotice | None:
+    [outcome] = run_embed_batch([notice], ports)
+    if isinstance(outcome, Exception):
+        raise outcome
+    return outcome
 
 
-def run_embed_batch(notices: list[StageNotice], ports: Ports) -> list[StageNotice | Exception]:
+def _chunked(ports: Ports, notice: StageNotice) -> ChunkedDocument | None:
+    raw = _load(ports, notice, "chunked")
+    return None if raw is None else ChunkedDocument.model_validate_json(raw)
+
+
+def run_embed_batch(notices: list[StageNotice], ports: Ports) -> list[StageNotice | None | Exception]:
     """`run_embed` for several notices with one encode call across their documents (cache
-    first); one outcome per notice: its StageNotice or the exception that document raised."""
+    first); one outcome per notice: its StageNotice, None (superseded), or the exception that
+    document raised."""
     tenants = [n.tenant_id for n in notices]
-    loaded = each_by_tenant(
-        tenants, ports, lambda i: ChunkedDocument.model_validate_json(_load(ports, notices[i], "chunked")))
+    loaded = each_by_tenant(tenants, ports, lambda i: _chunked(ports, notices[i]))
     docs = [d for d in loaded if isinstance(d, ChunkedDocument)]
     encoded = iter(embed.handle_batch(docs, ports.embedder, ports.cache))
-    results = [d if isinstance(d, Exception) else next(encoded) for d in loaded]
+    results = [next(encoded) if isinstance(d, ChunkedDocument) else d for d in loaded]
 
-    def store(i: int) -> StageNotice:
+    def store(i: int) -> StageNotice | None:
         result = results[i]
         if isinstance(result, Exception):
             raise result
+        if result is None:
+            return None
         return _store(ports, notices[i], "embedded", result.model_dump_json().encode())
 
     return each_by_tenant(tenants, ports, store)
 
 
-def run_chunk_batch(notices: list[StageNotice], ports: Ports) -> list[StageNotice | Exception]:
+def run_chunk_batch(notices: list[StageNotice], ports: Ports) -> list[StageNotice | None | Exception]:
     """`run_chunk` for each notice, its staging I/O batched per tenant (module docstring)."""
     return each_by_tenant([n.tenant_id for n in notices], ports, lambda i: run_chunk(notices[i], ports))
 
 
-def run_extract(notice: StageNotice, ports: Ports) -> StageNotice:
-    embedded = EmbeddedDocument.model_validate_json(_load(ports, notice, "embedded"))
+def run_extract(notice: StageNotice, ports: Ports) -> StageNotice | None:
+    raw = _load(ports, notice, "embedded")
+    if raw is None:
+        return None
+    embedded = EmbeddedDocument.model_validate_json(raw)
     extracted = extract.handle(embedded, column_map=ports.settings.record_column_map)
     return _store(ports, notice, "extracted", extracted.model_dump_json().encode())
 
@@ -194,14 +225,17 @@ def run_extract(notice: StageNotice, ports: Ports) -> StageNotice:
 def run_load(notice: StageNotice, ports: Ports) -> LoadNotice | None:
     if _is_stale(ports, notice.tenant_id, notice.document_id, notice.version):
         return None
-    extracted = ExtractedDocument.model_validate_json(_load(ports, notice, "extracted"))
+    raw = _load(ports, notice, "extracted")
+    if raw is None:
+        return None
+    extracted = ExtractedDocument.model_validate_json(raw)
     loaded = load.handle(extracted, ports.relational, ports.text, ports.graph)
     if ports.vectors is not None:  # before the LoadNotice leaves, so no version activates uncovered
         embedding_migration.write_live_configs(extracted, ports.vectors, ConfigEmbedders(ports.embedder))
     return loaded
 
 
-def run_extract_batch(notices: list[StageNotice], ports: Ports) -> list[StageNotice | Exception]:
+def run_extract_batch(notices: list[StageNotice], ports: Ports) -> list[StageNotice | None | Exception]:
     """`run_extract` for each notice, its staging I/O batched per tenant (module docstring)."""
     return each_by_tenant([n.tenant_id for n in notices], ports, lambda i: run_extract(notices[i], ports))
 
@@ -213,7 +247,8 @@ def run_load_batch(notices: list[StageNotice], ports: Ports) -> list[LoadNotice 
         n = notices[i]
         if _is_stale(ports, n.tenant_id, n.document_id, n.version):
             return None
-        return ExtractedDocument.model_validate_json(_load(ports, n, "extracted"))
+        raw = _load(ports, n, "extracted")
+        return None if raw is None else ExtractedDocument.model_validate_json(raw)
 
     outcomes: list[LoadNotice | None | Exception] = [None] * len(notices)
     where: list[int] = []

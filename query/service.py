@@ -188,8 +188,10 @@ class QueryService:
                 return self._clarify(request, principal, started, policy, route, question, as_of)
             try:
                 with tracing.span("plan"):
-                    plan, notes = plan_with_notes(route, question, as_of=as_of,
-                                                  holdings=self._catalog.holdings(principal.tenant_id))
+                    # Names were not resolved while the catalog is down, so a total could drop a
+                    # filter the question asked for: passages only, no figures, until it is back.
+                    holdings = _NO_RECORDS if degraded else self._catalog.holdings(principal.tenant_id)
+                    plan, notes = plan_with_notes(route, question, as_of=as_of, holdings=holdings)
                 policy.extend(f"plan: {note}; passages instead" for note in notes)
             except PlanningGap as exc:
                 reply = self._text_only(request, principal, started, policy, route, question, deadline, str(exc),
@@ -241,7 +243,7 @@ class QueryService:
             return self._catalog.load(tenant_id)
         except Transient as exc:
             log.warning("catalog unavailable, routing without it: %s", exc)
-            policy.append("catalog: unavailable (Neo4j); routed without entity names")
+            policy.append("catalog: unavailable (Neo4j); routed without entity names, passages only (no totals)")
             degraded.append(Gap(step="catalog", kind="degraded",
                                 detail="the entity catalog (Neo4j) is unavailable: names were not resolved"))
             return ()

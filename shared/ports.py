@@ -121,6 +121,13 @@ class StagingStore(Protocol):
     def get_payload(self, tenant_id: str, key: str, stage: str) -> bytes:
         ...
 
+    def superseded(self, tenant_id: str, document_id: str, version: int) -> bool:
+        """True when `version` will never be served: the upstream ledger handed out a newer
+        version (an update or a delete), or a newer, deleted or purged version is on record.
+        Why a stage may find a payload missing (erasure removes a deleted document's payloads,
+        in-flight versions included). Read only."""
+        ...
+
 
 class EmbeddingCache(Protocol):
     """Vectors by (tenant, embedding configuration, sha256 of the exact input text).

@@ -90,7 +90,9 @@ class TenantConnections:
         call this thread makes for `tenant_id` inside the block: each call runs in a SAVEPOINT of
         it, so a call that fails rolls back only its own work (its exception propagates to the
         caller, which may go on), and everything that succeeded commits once, at the end of the
-        block. A fault of the connection or the final commit raises `Transient` for the batch."""
+        block. A fault of the connection or the final commit raises `Transient` for the batch,
+        also when the connection broke inside a call whose exception the caller caught: then
+        nothing committed, and no call's success may be reported."""
         mf.check_tenant(tenant_id)
         if getattr(self._local, "batch", None) is not None:
             raise RuntimeError("TenantConnections.batch does not nest")
@@ -103,9 +105,17 @@ class TenantConnections:
                     yield
                 finally:
                     self._local.batch = None
+            if conn.broken or conn.closed:
+                # psycopg leaves a transaction whose connection broke without a COMMIT and without
+                # an error when the block itself ended normally (a savepoint's fault was caught by
+                # the caller, which went on): nothing was committed, so the batch must fail.
+                raise Transient("postgres connection lost during the batch: nothing was committed")
         except psycopg.OperationalError as exc:
             self._discard()
             raise _as_transient(exc) from exc
+        except Transient:
+            self._discard()
+            raise
 
     def _tenant_connection(self, snapshot: bool) -> psycopg.Connection[Any]:
         """This thread's connection, set for a snapshot (read-only REPEATABLE READ) or a write."""

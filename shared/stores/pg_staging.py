@@ -9,6 +9,8 @@ Guarantees (in addition to `manifold.shared.ports`):
 - Reads are scoped to the tenant (a reference to another tenant's blob is missing) and verify the
   bytes against the stored sha256: a missing item raises `StagedItemMissing`, a corrupt one
   `BadInput`.
+- `superseded` says whether a version will never be served (newer or deleted upstream, deleted
+  or purged in the manifest): a payload that is missing for such a version was erased, not lost.
 - `erase_deleted` removes, in one tenant transaction and idempotently, what deleted or purged
   versions left in staging.
 """
@@ -97,6 +99,11 @@ class PostgresStagingStore:
             raise StagedItemMissing(f"no {stage} payload under key {key!r} for tenant {tenant_id}")
         return _verified(bytes(row[0]), row[1], f"{stage} payload {key!r}")
 
+    def superseded(self, tenant_id: str, document_id: str, version: int) -> bool:
+        with self._db.transaction(tenant_id) as conn:
+            row = conn.execute(_SUPERSEDED, {"tenant": tenant_id, "doc": document_id, "version": version}).fetchone()
+        return bool(row and row[0])
+
     def erase_deleted(self, tenant_id: str) -> dict[str, int]:
         """Erase what deleted documents left in staging, in one tenant transaction; idempotent.
 
@@ -111,6 +118,14 @@ class PostgresStagingStore:
         return {"stage_payloads": payloads, "staging_blobs": blobs}
 
 
+_SUPERSEDED = """
+SELECT EXISTS (SELECT 1 FROM manifold.upstream_versions u
+                WHERE u.tenant_id = %(tenant)s AND u.document_id = %(doc)s AND u.version > %(version)s)
+    OR EXISTS (SELECT 1 FROM manifold.version_manifest m
+                WHERE m.tenant_id = %(tenant)s AND m.document_id = %(doc)s
+                  AND (m.version > %(version)s
+                       OR (m.version = %(version)s AND (m.state = 'deleted' OR m.purged_at IS NOT NULL))))
+"""
 _ERASE_PAYLOADS = """
 DELETE FROM manifold.stage_payloads p USING manifold.version_manifest m
 WHERE p.tenant_id = %(tenant)s AND m.tenant_id = %(tenant)s AND p.document_id = m.document_id

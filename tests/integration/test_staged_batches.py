@@ -79,3 +79,46 @@ def test_a_chunk_batch_commits_once_per_tenant_and_a_missing_payload_fails_alone
     for notice in notices:
         alone = pipeline.run_chunk(notice, ports)
         assert staging.get_payload(alone.tenant_id, alone.payload_key, alone.stage) == stored[notice.document_id]
+
+
+def test_a_batch_whose_connection_dies_fails_as_a_whole_and_commits_nothing(
+        settings, pg_conninfo: str, unique: Callable[[str], str]) -> None:
+    """The 10,000-document fault run lost 16 updates this way: a PostgreSQL restart broke a batch's
+    connection after some calls had succeeded, the caller caught the next call's fault and went
+    on, psycopg skipped the COMMIT without an error, and the successes were reported downstream."""
+    import psycopg
+
+    from manifold.shared.errors import Transient
+
+    staging = PostgresStagingStore(settings.postgres.ingest_conninfo())
+    tenant = unique("batch-lost")
+    kept, refused = f"{tenant}/1/x/doc-a", f"{tenant}/1/x/doc-b"
+    with pytest.raises(Transient, match="nothing was committed"), staging.batch(tenant):
+        staging.put_payload(tenant, kept, "parsed", b"written before the connection died")
+        pid = staging._db._local.conn.info.backend_pid  # noqa: SLF001 - the batch's own connection
+        with psycopg.connect(pg_conninfo, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        with pytest.raises(Transient):  # this call's own fault, caught as a stage's batch does
+            staging.put_payload(tenant, refused, "parsed", b"never written")
+    for key in (kept, refused):  # the store reconnects; neither write exists
+        with pytest.raises(StagedItemMissing):
+            staging.get_payload(tenant, key, "parsed")
+
+
+def test_a_payload_erased_because_its_version_was_superseded_is_skipped_not_dead_lettered(
+        ports: pipeline.Ports, settings, unique: Callable[[str], str]) -> None:
+    """A delete (or update) published while version 1 is still in flight erases its payloads;
+    the stage that then finds its input missing skips it as stale instead of dead-lettering it.
+    The 10,000-document fault run dead-lettered 139 such versions before this."""
+    from manifold.shared.stores.ledger import PostgresVersionLedger
+
+    tenant = unique("superseded")
+    ledger = PostgresVersionLedger(settings.postgres.ingest_conninfo())
+    assert ledger.reserve(tenant, "gone.txt", "1" * 64) == 1
+    in_flight = StageNotice(event_id=uuid.uuid4().hex, tenant_id=tenant, document_id="gone.txt", version=1,
+                            stage="parsed", payload_key=f"{tenant}/1/x/gone.txt")
+    with pytest.raises(StagedItemMissing):  # not superseded: a missing payload is still an error
+        pipeline.run_chunk(in_flight, ports)
+    assert ledger.reserve(tenant, "gone.txt", None) == 2  # the delete, while version 1 is in flight
+    assert pipeline.run_chunk(in_flight, ports) is None
+    assert pipeline.run_chunk_batch([in_flight], ports) == [None]
