@@ -240,9 +240,10 @@ class EmbeddedPipeline:
     Guarantees: the runners are the distributed profile's, so routing, retries, the DLQ and
     commit-after-durable-effects are identical; each stage is its own consumer group, so a crash
     anywhere resumes from the committed offsets on the next `drain` (at-least-once, idempotent
-    handlers). Only one `drain` runs at a time per database (a session advisory lock), so two
-    `manifold ingest` commands do not deliver the same messages twice at once. A drain that
-    brings the publications since the last refresh to `ANALYZE_AFTER` ends with
+    handlers), in this process too: a drain that raises first `rewind`s every stage. Only one
+    `drain` runs at a time per database (a session advisory lock), so two `manifold ingest`
+    commands do not deliver the same messages twice at once. A drain that brings the
+    publications since the last refresh to `ANALYZE_AFTER` ends with
     `refresh_statistics`.
     """
 
@@ -275,21 +276,33 @@ class EmbeddedPipeline:
 
         report = DrainReport(processed=dict.fromkeys(ROLES, 0))
         dlq_before = self.bus.end_offsets(topics.DLQ)
-        with _driver_lock(self.settings):
-            for _ in range(max_passes):
-                moved = 0
-                for role, runner in self.runners.items():
-                    while msgs := runner.consumer.consume(num_messages=self.batch, timeout=0):
-                        runner.process_batch(list(msgs))
-                        report.processed[role] += len(msgs)
-                        moved += len(msgs)
-                        progress(role, len(msgs))
-                if not moved:
-                    break
+        try:
+            with _driver_lock(self.settings):
+                for _ in range(max_passes):
+                    moved = 0
+                    for role, runner in self.runners.items():
+                        while msgs := runner.consumer.consume(num_messages=self.batch, timeout=0):
+                            runner.process_batch(list(msgs))
+                            report.processed[role] += len(msgs)
+                            moved += len(msgs)
+                            progress(role, len(msgs))
+                    if not moved:
+                        break
+        except BaseException:
+            self.rewind()
+            raise
         for msg in read_all(self.bus, topics.DLQ, since=dlq_before):  # this drain's letters only
             report.dead_letters.append(DeadLetter.model_validate_json(msg.value()))
         self._refresh_if_due(report)
         return report
+
+    def rewind(self) -> None:
+        """Move every stage back to its committed offsets. A drain that failed part-way (the bus
+        refused a batch's outputs, PostgreSQL went away) had read past messages it never
+        committed; without this the next drain of the same pipeline would go on from there and
+        commit past them, losing them (the embedded fault suite lost two updates so)."""
+        for role, runner in self.runners.items():
+            runner.consumer.subscribe([topics.STAGES[role].source])
 
     def _refresh_if_due(self, report: DrainReport) -> None:
         """`refresh_statistics` once `ANALYZE_AFTER` publications or ACL changes have accumulated

@@ -8,7 +8,8 @@
   manifest read through the `manifold_query` role (row-level security, read-only snapshot).
 - `InProcessBackend` (profile `embedded`): the same `QueryService` answers in this process on one
   PostgreSQL; uploads are published onto the embedded bus and a background thread drives the
-  in-process pipeline until they are active.
+  in-process pipeline until they are active. The thread starts with the backend and first drains
+  what a previous server left on the bus (one killed mid-ingestion resumes on restart).
 - Per-document access (issue 29): `set_acl` / `set_groups` publish signed `DocumentAclSet` /
   `GroupsSet` events with the same `AccessClient` as `manifold acl set` (distributed: to Kafka,
   where the `acl` / `groups` worker roles apply them; embedded: onto the embedded bus, applied by
@@ -261,14 +262,18 @@ class InProcessBackend:
 
     @classmethod
     def from_settings(cls, settings: ManifoldSettings) -> InProcessBackend:
-        """Reach (or start) the embedded PostgreSQL, build and warm the answerer."""
+        """Reach (or start) the embedded PostgreSQL, build and warm the answerer, and start the
+        pipeline thread, which drains whatever is already on the bus (documents accepted by a
+        server that was stopped or killed before it finished them)."""
         from manifold.deploy.compose.embedded import prepare, warm_up
         from manifold.query.composition import build_answerer
 
         prepare(settings, quiet=True)
         answerer = build_answerer(settings)
         warm_up(answerer)
-        return cls(settings, answerer)
+        backend = cls(settings, answerer)
+        backend.nudge()  # work a stopped or killed server left on the bus is resumed now, not at the next upload
+        return backend
 
     def answer(self, request: QueryRequest, principal: Principal, token: str) -> QueryReply:
         return self._answerer.answer(request, principal)  # type: ignore[no-any-return]  # the answerer is Any

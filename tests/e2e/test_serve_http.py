@@ -462,3 +462,41 @@ def test_manifold_mcp_refuses_to_start_without_a_valid_token(served: Served) -> 
     env["MANIFOLD_SERVER__MCP_TOKEN"] = served.token(ttl_s=60, now=time.time() - 3600)
     done = subprocess.run([cli, "mcp"], env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert done.returncode == 2 and "expired" in done.stderr
+
+
+# -- a restarted embedded server resumes what a killed one left ---------------------------------------
+def test_an_embedded_server_resumes_documents_a_killed_server_left_on_the_bus(
+        settings: ManifoldSettings, pg_conninfo: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A document accepted (on the embedded bus) by a server killed before its pipeline ran is
+    made active by the next server at start, without waiting for another upload (found by the
+    embedded fault suite: the pipeline thread used to start only at the first upload)."""
+    import psycopg
+
+    from manifold.deploy.compose.embedded import open_bus, prepare, upstream_client
+    from manifold.deploy.serve.backend import InProcessBackend
+    from manifold.shared.config import EmbeddedSettings, IngestSettings
+
+    s = settings.model_copy(update={"profile": "embedded",
+                                    "embedded": EmbeddedSettings(dir=tmp_path_factory.mktemp("serve-resume")),
+                                    "ingest": IngestSettings(metrics_port=0, max_attempts=2)})
+    prepare(s, quiet=True)
+    tenant, doc = f"r{uuid.uuid4().hex[:8]}", "notes/resume.txt"
+    version = upstream_client(s, open_bus(s)).publish_bytes(
+        tenant, doc, b"Left on the bus when the server was killed: the loading dock closes at 18:00.\n",
+        "text/plain", {"source_path": doc})
+    assert version == 1
+
+    def active() -> list[tuple[int, str]]:
+        with psycopg.connect(pg_conninfo, autocommit=True) as conn:
+            return conn.execute("SELECT version, state FROM manifold.version_manifest WHERE tenant_id = %s "
+                                "AND document_id = %s", (tenant, doc)).fetchall()
+
+    assert active() == []  # nothing drove the bus
+    backend = InProcessBackend.from_settings(s)  # a restarted server; nobody uploads anything
+    try:
+        give_up = time.monotonic() + 300
+        while active() != [(1, "active")] and time.monotonic() < give_up:
+            time.sleep(1)
+        assert active() == [(1, "active")]
+    finally:
+        backend.close()
