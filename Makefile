@@ -64,7 +64,8 @@ bench: venv
 # Faults, hostile input and load on the suite's OWN stack (/tmp/relstack, ports 31433/31092/31200/
 # 31687; never the dev or CI stack), then verification from the stores; ends with
 # `documents N, published N, duplicates 0, lost 0, leaks 0, drift 0`. See SECURITY.md.
-# RELIABILITY_ARGS e.g. --docs 1000 --load-minutes 3 --seed 7 --keep-stack
+# RELIABILITY_ARGS e.g. --docs 1000 --load-minutes 3 --seed 7 --keep-stack; ten times the load:
+# RELIABILITY_ARGS="--docs 10000 --kill-rounds 6 --timeout-min 120 --out reliability_10k.json"
 # Soak (issue 30): steady mixed load (new documents, updates, deletes, questions on every route)
 # for SOAK_MINUTES (default 30) on each profile, sampled every minute (RSS, open files, PostgreSQL
 # connections, lag, query p95), failing on growth after warm-up; the distributed one on the
@@ -93,3 +94,11 @@ reliability: venv
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit/test_fuzz_events.py tests/unit/test_fuzz_dlq.py \
 	  tests/unit/test_fuzz_plan.py
 	$(BIN)/python bench/reliability.py $(RELIABILITY_ARGS)
+
+# The fault suite on the embedded profile (bench/reliability_embedded.py): `manifold serve
+# --profile embedded` on its own data directory and ports, kill -9 of the server and PostgreSQL
+# restarts while documents flow, updates and deletes amid them; same summary line. E.g.
+# RELIABILITY_EMBEDDED_ARGS="--docs 10000 --kill-rounds 4 --pg-restarts 3 --out reliability_embedded_10k.json"
+.PHONY: reliability-embedded
+reliability-embedded: venv
+	$(BIN)/python bench/reliability_embedded.py $(RELIABILITY_EMBEDDED_ARGS)

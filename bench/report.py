@@ -616,6 +616,9 @@ def build(results: Path) -> str:
     from report_soak import soak_section
 
     lines += soak_section(results)
+    from report_reliability import reliability_section
+
+    lines += reliability_section(results)
     from report_console import console_section
 
     lines += console_section(results)
@@ -626,7 +629,7 @@ def build(results: Path) -> str:
                                      "unseen_worlds_dev.json", "scifact_titled.json", "everyday_baselines.json",
                                      "everyday_embedded.json", "everyday_distributed.json", "guard_eval.json",
                                      "embedded_ask_latency.json", "acl_bench.json", "console_pages.json",
-                                     "pg_bm25_latency.json"})
+                                     "pg_bm25_latency.json"} | {p.name for p in results.glob("reliability*.json")})
     return "\n".join(lines) + "\n"
 
 

@@ -67,12 +67,13 @@ class Server:
         self.tokens: dict[str, str] = {}
         self.http = httpx.Client(timeout=60)
 
-    def start(self, timeout_s: float = 600) -> None:
+    def start(self, timeout_s: float = 600, *, check_pg_port: bool = True) -> None:
         """Start the server; refused when either port already answers (another run's server or
-        database would otherwise be measured, and its tenants written to)."""
+        database would otherwise be measured, and its tenants written to). `check_pg_port=False`
+        restarts a server whose own PostgreSQL is still running (the embedded fault suite)."""
         import socket
 
-        for port in (self.http_port, self.pg_port):
+        for port in (self.http_port, self.pg_port) if check_pg_port else (self.http_port,):
             with socket.socket() as probe:
                 probe.settimeout(1)
                 if probe.connect_ex(("127.0.0.1", port)) == 0:

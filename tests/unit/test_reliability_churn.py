@@ -66,3 +66,21 @@ def test_recovery_is_measured_from_the_end_of_each_fault_to_the_next_publication
     assert got[1]["down_s"] == 0 and got[1]["resumed_after_s"] == 10.0
     # a count unreadable during the outage (-1) is not a baseline; nothing published after it
     assert got[2]["published_at_end"] == 6 and got[2]["resumed_after_s"] is None
+
+
+def test_the_embedded_suite_judges_an_http_reply_as_the_distributed_one_does() -> None:
+    import reliability_embedded as re_
+
+    expect = {"spend": {"EUR": "1809.50"}}
+    right = {"status": "answered", "result": {"spend": {"totals": {"EUR": "1809.50"}}},
+             "evidence": [{"tenant_id": "north"}]}
+    assert re_._judge(right, "north", expect) == {"status": "answered", "wrong": False, "foreign": [],  # noqa: SLF001
+                                                  "wrong_numbers": []}
+    dropped_filter = {"status": "partial", "result": {"spend": {"totals": {"EUR": "2209.46"}}}, "evidence": []}
+    assert re_._judge(dropped_filter, "north", expect)["wrong"]  # noqa: SLF001 - a total is wrong whatever the status
+    no_total = {"status": "partial", "result": {}, "evidence": [{"tenant_id": "north"}]}
+    assert not re_._judge(no_total, "north", expect)["wrong"]  # noqa: SLF001 - passages only: not a wrong figure
+    foreign = {"status": "answered", "result": {}, "evidence": [{"tenant_id": "south"}]}
+    assert re_._judge(foreign, "north", {})["foreign"] == ["south"]  # noqa: SLF001
+    leaked = {"status": "answered", "answer": "The total was 1825.00 EUR", "result": {}, "evidence": []}
+    assert re_._judge(leaked, "south", {"forbidden": ["1825.00"]})["wrong"]  # noqa: SLF001
