@@ -244,10 +244,11 @@ def main(argv: list[str] | None = None) -> int:
         },
         "seconds": {"embedding": round(embed_seconds, 1), "total": round(time.time() - started, 1)},
     }
-    OUT.parent.mkdir(parents=True, exist_ok=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     print_table(results)
-    print(f"wrote {OUT.relative_to(Path.cwd()) if OUT.is_relative_to(Path.cwd()) else OUT}")
+    out = args.out.resolve()
+    print(f"wrote {out.relative_to(Path.cwd()) if out.is_relative_to(Path.cwd()) else out}")
     return 0
 
 

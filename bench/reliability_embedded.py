@@ -5,15 +5,17 @@ PostgreSQL is restarted, with updates and deletes amid the faults and questions 
 Driven from outside over HTTP, as a user's scripts would (`soak_embedded.Server`), on its own data
 directory and ports (PostgreSQL `--pg-port` 15498, HTTP `--http-port` 18098), never the dev stack:
 
-1. The sample world in two tenants (questions with hand-checked totals), then `--docs` documents of
-   `ingest.sample_corpus` uploaded to a third. An upload that fails because the server is down is
-   retried, as a client would (uploads are idempotent: the same content gets the same version).
-2. While they flow: `--kill-rounds` kill -9 of the server process (restarted at once; its
-   PostgreSQL keeps running) and `--pg-restarts` fast shutdowns of PostgreSQL (started again after
+1. The sample world in two tenants (questions with hand-checked totals); then a thread uploads
+   `--docs` documents of `ingest.sample_corpus` to a third, while the faults run. An upload that
+   fails because the server is down is retried, as a client would (uploads are idempotent: the
+   same content gets the same version).
+2. Meanwhile: `--kill-rounds` kill -9 of the server process (restarted at once; its PostgreSQL
+   keeps running) and `--pg-restarts` fast shutdowns of PostgreSQL (started again after
    `--outage-s`), in a seeded order, each after another `step` documents became active;
-   `reliability_churn.Churn` updates 5 % and deletes 2 % of the corpus in two batches amid them. A
-   thread asks the world's questions the whole time and records status, latency, the tenants of
-   the evidence and every total (a total that differs from the hand-checked one is WRONG).
+   `reliability_churn.Churn` updates 5 % and deletes 2 % of the corpus (drawn from what was
+   uploaded by then) in two batches amid them. A thread asks the world's questions the whole time
+   and records status, latency, the tenants of the evidence and every total (a total that differs
+   from the hand-checked one is WRONG).
 3. At the end, from the database (superuser) and the product's own tools: every live document
    active (else `lost`), every update serving its new version, every delete inactive with no chunk
    left, no document with two active versions and no chunk position held twice, no dead letter
@@ -76,12 +78,14 @@ class Embedded(Server):
                     return
             time.sleep(0.5)
 
-    def upload(self, tenant: str, doc: str, content: bytes, give_up_s: float = 900) -> dict[str, Any]:
-        """POST the document until the server takes it (retried while the server is down)."""
+    def upload(self, tenant: str, doc: str, content: bytes, give_up_s: float = 900,
+               http: httpx.Client | None = None) -> dict[str, Any]:
+        """POST the document until the server takes it (retried while the server is down); `http`:
+        the calling thread's own client."""
         give_up = time.monotonic() + give_up_s
         while True:
             try:
-                r = self.http.post(f"{self.base}/v1/documents", headers=self._auth(tenant),
+                r = (http or self.http).post(f"{self.base}/v1/documents", headers=self._auth(tenant),
                                    files={"file": (doc, content)}, data={"document_id": doc})
                 if r.status_code in (200, 202):
                     return r.json()  # type: ignore[no-any-return]
@@ -246,6 +250,7 @@ class Suite:
         run_id = uuid.uuid4().hex[:6]
         self.tenants = {name: f"rele-{run_id}-{name}" for name in ("northstar", "southwind", "corpus")}
         self.expected: dict[str, set[str]] = {t: set() for t in self.tenants.values()}
+        self._lock = threading.Lock()  # the uploader thread adds to `expected` while faults run
         self.events: list[dict[str, Any]] = []
         self.outage: dict[str, str] = {"now": ""}
         self.failures: list[str] = []
@@ -255,17 +260,21 @@ class Suite:
         self.events.append({"t": time.time(), "kind": kind, **fields})
         log(f"{kind} {fields}")
 
+    def expected_now(self) -> dict[str, set[str]]:
+        with self._lock:
+            return {t: set(docs) for t, docs in self.expected.items()}
+
     def published(self) -> int:
         """Expected documents that are active now; -1 while PostgreSQL is down."""
         try:
-            return sum(len(docs & set(self.db.active(t))) for t, docs in self.expected.items())
+            return sum(len(docs & set(self.db.active(t))) for t, docs in self.expected_now().items())
         except Exception:  # noqa: BLE001 - PostgreSQL down or restarting
             return -1
 
     def wait_published(self, what: str, timeout_s: float) -> bool:
         give_up, last = time.monotonic() + timeout_s, 0.0
         while time.monotonic() < give_up:
-            done, want = self.published(), sum(len(d) for d in self.expected.values())
+            done, want = self.published(), sum(len(d) for d in self.expected_now().values())
             if done >= want:
                 return True
             if time.monotonic() - last > 60:
@@ -278,13 +287,12 @@ class Suite:
         start, give_up = self.published(), time.monotonic() + timeout_s
         while time.monotonic() < give_up:
             now = self.published()
-            if now >= sum(len(d) for d in self.expected.values()) or (start >= 0 and now - start >= step):
+            if now >= sum(len(d) for d in self.expected_now().values()) or (start >= 0 and now - start >= step):
                 return
             time.sleep(2)
 
-    def publish_world_and_corpus(self) -> None:
+    def publish_world(self) -> None:
         from manifold.ingest import sample_world
-        from manifold.ingest.sample_corpus import write_corpus
 
         for name, files in sample_world.write_world(self.work / "world").items():
             tenant = self.tenants[name]
@@ -295,17 +303,28 @@ class Suite:
         if not self.wait_published("sample world", 900):
             self.failures.append("the sample world was not active within 15 minutes")
         self.event("published_world", documents=sum(len(d) for d in self.expected.values()))
-        started, corpus = time.monotonic(), self.tenants["corpus"]
-        self.paths = write_corpus(self.work / "corpus", self.args.docs, seed=self.args.seed)
-        for i, path in enumerate(self.paths, 1):
-            doc = path.relative_to(self.work / "corpus").as_posix()
-            self.server.upload(corpus, doc, path.read_bytes())
-            self.expected[corpus].add(doc)
-            if i % 1000 == 0:
-                log(f"uploaded {i}/{len(self.paths)}")
-        self.event("published_corpus", documents=len(self.paths), seconds=round(time.monotonic() - started, 1))
 
-    def faults(self) -> None:
+    def upload_corpus(self) -> None:
+        """The uploader thread: every corpus document over HTTP, faults or not (a refused upload
+        is retried); a document is expected once the server accepted it."""
+
+        started, corpus = time.monotonic(), self.tenants["corpus"]
+        try:
+            for i, path in enumerate(self.paths, 1):
+                doc = path.relative_to(self.work / "corpus").as_posix()
+                self.server.upload(corpus, doc, path.read_bytes(), http=self._upload_http)
+                with self._lock:
+                    self.expected[corpus].add(doc)
+                if i % 1000 == 0:
+                    log(f"uploaded {i}/{len(self.paths)}")
+            self.event("published_corpus", documents=len(self.paths), seconds=round(time.monotonic() - started, 1))
+        except Exception as err:  # noqa: BLE001 - judged: the run fails
+            self.failures.append(f"upload failed: {type(err).__name__}: {err}")
+
+    def faults(self, uploader: threading.Thread) -> None:
+        """The faults, in a seeded order, while the uploader thread is still sending the corpus;
+        each after another `step` documents became active. Churn (updates, deletes) of what was
+        uploaded by then at one third and two thirds of them."""
         from manifold.deploy.compose.embedded import ensure_database, stop_database
         from manifold.shared.config import ManifoldSettings
 
@@ -316,7 +335,7 @@ class Suite:
         self.result["fault_schedule"] = events
         step = max(5, self.args.docs // (len(events) + 3))
         corpus = self.tenants["corpus"]
-        self.churn = Churn(self.rng, sorted(self.expected[corpus]), self.args.update_share, self.args.delete_share)
+        self.churn = Churn(self.rng, [], 0, 0)
         churn_at = {len(events) // 3: 0, (2 * len(events)) // 3: 1}
         progress = ProgressSampler(self.published)
         progress.start()
@@ -324,9 +343,15 @@ class Suite:
         for i, ev in enumerate(events):
             self._wait_progress(step, 600)
             if i in churn_at:
+                if churn_at[i] == 0:  # the share of the whole corpus, drawn from what was uploaded by now
+                    docs = sorted(self.expected_now()[corpus])
+                    scale = self.args.docs / max(len(docs), 1)
+                    self.churn = Churn(self.rng, docs, min(0.5, self.args.update_share * scale),
+                                       min(0.25, self.args.delete_share * scale))
                 sent = self.churn.apply(HttpClient(self.server), corpus, self.work / "corpus", lambda _: "",
                                         churn_at[i], 2)
-                self.expected[corpus] -= self.churn.deleted
+                with self._lock:
+                    self.expected[corpus] -= self.churn.deleted
                 self.event("churn", **sent, published=self.published())
             if ev == "kill":
                 assert self.server.proc is not None
@@ -346,6 +371,8 @@ class Suite:
             self.event("started", service="serve (kill -9)" if ev == "kill" else "postgres",
                        published=self.published())
         last = time.monotonic()
+        uploader.join(self.args.timeout_min * 60)
+        self.result["uploads_done_after_last_fault_s"] = round(time.monotonic() - last, 1)
         ok = self.wait_published("after faults", self.args.timeout_min * 60)
         lag = self.wait_settled(settings, 300) if ok else -1
         progress.stop()
@@ -433,11 +460,17 @@ class Suite:
                 "lost": documents - published, "leaks": leaks, "drift": drift}
 
     def run(self) -> dict[str, Any]:
-        self.publish_world_and_corpus()
+        from manifold.ingest.sample_corpus import write_corpus
+
+        self.publish_world()
+        self.paths = write_corpus(self.work / "corpus", self.args.docs, seed=self.args.seed)
+        self._upload_http = httpx.Client(timeout=60)  # the uploader's own client (one per thread)
+        uploader = threading.Thread(target=self.upload_corpus, daemon=True, name="uploader")
         self.questions = Questions(self.server, self.tenants["northstar"], self.tenants["southwind"], self.outage)
+        uploader.start()
         self.questions.start()
         try:
-            self.faults()
+            self.faults(uploader)
         finally:
             self.questions.stop()
         return self.verify()
