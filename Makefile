@@ -99,6 +99,13 @@ reliability: venv
 # --profile embedded` on its own data directory and ports, kill -9 of the server and PostgreSQL
 # restarts while documents flow, updates and deletes amid them; same summary line. E.g.
 # RELIABILITY_EMBEDDED_ARGS="--docs 10000 --kill-rounds 4 --pg-restarts 3 --out reliability_embedded_10k.json"
-.PHONY: reliability-embedded
+.PHONY: reliability-embedded reliability-smoke
 reliability-embedded: venv
 	$(BIN)/python bench/reliability_embedded.py $(RELIABILITY_EMBEDDED_ARGS)
+
+# `reliability-smoke` is the short run CI does so both fault suites cannot rot (results under
+# /tmp): the embedded one (60 documents, one kill -9, one PostgreSQL restart, about 2 minutes), then
+# the distributed one on its own stack (100 documents, one round of kills, each outage, 30 s of load).
+reliability-smoke: venv
+	$(BIN)/python bench/reliability_embedded.py --docs 60 --allow-small --kill-rounds 1 --pg-restarts 1 --out /tmp/reliability-smoke/embedded.json
+	$(BIN)/python bench/reliability.py --docs 100 --kill-rounds 1 --load-minutes 0.5 --allow-small --out /tmp/reliability-smoke/distributed.json

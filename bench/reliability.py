@@ -28,7 +28,7 @@
    The results record each fault's recovery (fault over -> publication resumed) and the time
    from the last fault to everything published with consumer lag zero.
 
-Writes bench/results/reliability.json (or `--out`) and bench/results/load.json.
+Writes bench/results/reliability.json (or `--out`) and load.json beside it.
 Ten times the load: `--docs 10000 --kill-rounds 6 --timeout-min 150 --out reliability_10k.json`.
 """
 
@@ -53,7 +53,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from metrics_eval import commit, machine  # noqa: E402 - after the path entry
-from reliability_churn import Churn, ProgressSampler, recovery_times  # noqa: E402 - as above
+from reliability_churn import Churn, ProgressSampler, recovery_times, world_questions  # noqa: E402 - as above
 
 OWN_STACK = {
     "MANIFOLD_STACK__DIR": "/tmp/relstack",
@@ -103,19 +103,12 @@ class QueryTraffic:
     while the broker was up."""
 
     def __init__(self, settings: Any, tenants: dict[str, str], deadline_ms: int, outage: dict[str, str]) -> None:
-        from manifold.ingest.sample_world import FACTS, MONITORING_SPEND_Q1, REVENUE_AT_RISK_BETA
 
         self.settings = settings
         self.deadline_ms = deadline_ms
         self.outage = outage  # {"now": name or ""}, shared with the fault driver
         north, south = tenants["northstar"], tenants["southwind"]
-        self.questions = [
-            (north, FACTS[0].question, {"spend": {"EUR": str(MONITORING_SPEND_Q1)}}),
-            (north, FACTS[1].question, {"exposure": {"EUR": str(REVENUE_AT_RISK_BETA)}}),
-            (north, "Find invoice INV-2026-0148", {}),
-            (north, "Explain the differential pressure calibration requirement for PRD-482", {}),
-            (south, FACTS[0].question, {"forbidden": ["1809.50", "1825.00"]}),
-        ]
+        self.questions = world_questions(north, south)
         self.records: list[dict[str, Any]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="query-traffic")
@@ -713,13 +706,14 @@ def main(argv: list[str] | None = None) -> int:
         summary = suite.verify()
     finally:
         suite.teardown()
-        RESULTS.mkdir(parents=True, exist_ok=True)
+        out = RESULTS / args.out  # an absolute --out (a smoke run under /tmp) keeps both files there
+        out.parent.mkdir(parents=True, exist_ok=True)
         suite.result.update({"summary": summary, "failures": suite.failures,
                              "finished_at": datetime.now(UTC).isoformat(),
                              "peak_rss_mb": dict(sorted(suite.rss.peak_mb.items())) if suite.rss else {}})
-        (RESULTS / args.out).write_text(json.dumps(suite.result, indent=2, default=str) + "\n")
+        out.write_text(json.dumps(suite.result, indent=2, default=str) + "\n")
         if getattr(suite, "load_result", None):
-            (RESULTS / "load.json").write_text(json.dumps(suite.load_result, indent=2, default=str) + "\n")
+            (out.parent / "load.json").write_text(json.dumps(suite.load_result, indent=2, default=str) + "\n")
     for f in suite.failures:
         log(f"FAILURE: {f}")
     line = ", ".join(f"{k} {summary.get(k, '?')}" for k in ("documents", "published", "duplicates", "lost",

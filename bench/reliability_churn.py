@@ -8,6 +8,7 @@
 - `ProgressSampler` records the published count every few seconds; `recovery_times` turns that
   timeline and the suite's events into, per fault, the seconds from the fault being over (the
   worker killed, the service started again) to the next document published.
+- `world_questions` are the questions both suites ask the whole time, with what a reply may say.
 """
 
 from __future__ import annotations
@@ -20,6 +21,20 @@ from pathlib import Path
 from typing import Any
 
 UPDATE_MARK = "Revision note"
+
+
+def world_questions(north: str, south: str) -> list[tuple[str, str, dict[str, Any]]]:
+    """(tenant, question, expectation) for the sample world's two tenants: a total that differs
+    from the hand-checked one is wrong; `forbidden` figures (northstar's) must never reach south."""
+    from manifold.ingest.sample_world import FACTS, MONITORING_SPEND_Q1, REVENUE_AT_RISK_BETA
+
+    return [
+        (north, FACTS[0].question, {"spend": {"EUR": str(MONITORING_SPEND_Q1)}}),
+        (north, FACTS[1].question, {"exposure": {"EUR": str(REVENUE_AT_RISK_BETA)}}),
+        (north, "Find invoice INV-2026-0148", {}),
+        (north, "Explain the differential pressure calibration requirement for PRD-482", {}),
+        (south, FACTS[0].question, {"forbidden": ["1809.50", "1825.00"]}),
+    ]
 
 
 class Churn:

@@ -47,7 +47,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from reliability_churn import Churn, ProgressSampler, recovery_times  # noqa: E402 - bench/ on sys.path
+from reliability_churn import Churn, ProgressSampler, recovery_times, world_questions  # noqa: E402 - bench/ on sys.path
 from soak_embedded import MANIFOLD, Server, log  # noqa: E402 - as above
 
 RESULTS = ROOT / "results"
@@ -181,16 +181,10 @@ class Questions:
     """A daemon thread asking the sample world's questions over HTTP until stopped."""
 
     def __init__(self, server: Embedded, north: str, south: str, outage: dict[str, str]) -> None:
-        from manifold.ingest.sample_world import AS_OF, FACTS, MONITORING_SPEND_Q1, REVENUE_AT_RISK_BETA
+        from manifold.ingest.sample_world import AS_OF
 
         self.server, self.outage, self.as_of = server, outage, AS_OF.isoformat() + "T00:00:00Z"
-        self.questions = [
-            (north, FACTS[0].question, {"spend": {"EUR": str(MONITORING_SPEND_Q1)}}),
-            (north, FACTS[1].question, {"exposure": {"EUR": str(REVENUE_AT_RISK_BETA)}}),
-            (north, "Find invoice INV-2026-0148", {}),
-            (north, "Explain the differential pressure calibration requirement for PRD-482", {}),
-            (south, FACTS[0].question, {"forbidden": ["1809.50", "1825.00"]}),
-        ]
+        self.questions = world_questions(north, south)
         self.records: list[dict[str, Any]] = []
         self._http = httpx.Client(timeout=30)  # its own: the main thread uploads meanwhile
         self._stop = threading.Event()

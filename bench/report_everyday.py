@@ -45,7 +45,38 @@ def _rate(value: Any) -> str:
 
 
 def everyday_section(results: Path) -> list[str]:
-    return _everyday_lines(results) + _guard_lines(results) + _latency_lines(results)
+    return _everyday_lines(results) + _probe_lines(results) + _guard_lines(results) + _latency_lines(results)
+
+
+PROBES = {"everyday_probe2": "bench/everyday_probe2"}
+"""Probe sets written after the main set, in domains it does not cover: results
+`<name>_baselines.json` (`EVERYDAY_SET=... bench/everyday_baselines.py --out`) and
+`<name>_embedded.json` (`EVERYDAY_SET=... bench/eval_everyday.py --out`)."""
+
+
+def _probe_lines(results: Path) -> list[str]:
+    from report import _table
+
+    out: list[str] = []
+    for name, folder in PROBES.items():
+        base, served = _load(results, f"{name}_baselines.json"), _load(results, f"{name}_embedded.json")
+        if base is None and served is None:
+            continue
+        rows = []
+        for key, label in (("bm25", "BM25 baseline"), ("bm25_minilm_rrf", "BM25+MiniLM RRF baseline")):
+            b = (((base or {}).get("baselines") or {}).get(key) or {}).get("never_abstain") or {}
+            if b:
+                rows.append([label, *(_rate((b.get(split) or {}).get("found_rate")) for split, _ in _SPLITS), "–"])
+        if served and isinstance(served.get("summary"), dict):
+            sm = served["summary"]
+            rows.append([f"manifold embedded (`{served.get('commit', '?')}`)",
+                         *(_rate((sm.get(split) or {}).get("found_rate")) for split, _ in _SPLITS),
+                         " / ".join(_rate((sm.get(split) or {}).get("abstention_rate")) for split, _ in _SPLITS)])
+        corpus = (base or {}).get("corpus") or {}
+        out += ["", f"### Probe: `{folder}` ({corpus.get('files', '?')} files in domains the main set does not "
+                "cover; questions written from them, split dev / held-out)", ""]
+        out += _table(["system", "found@5 dev", "found@5 held-out", "abstention dev / held-out"], rows)
+    return [*out, ""] if out else out
 
 
 # ---- everyday documents ----------------------------------------------------------------------------------
