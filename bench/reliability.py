@@ -103,7 +103,6 @@ class QueryTraffic:
     while the broker was up."""
 
     def __init__(self, settings: Any, tenants: dict[str, str], deadline_ms: int, outage: dict[str, str]) -> None:
-
         self.settings = settings
         self.deadline_ms = deadline_ms
         self.outage = outage  # {"now": name or ""}, shared with the fault driver

@@ -164,3 +164,26 @@ def test_a_drain_whose_outputs_were_refused_redelivers_them_on_the_next_drain(wo
     finally:
         ours.close()
     assert {d: st for (d, _), (st, _) in _state(settings, tenant)["manifest"].items()} == {"pump.txt": "active"}
+
+
+def test_a_backlog_flows_through_the_stages_batch_by_batch(world) -> None:
+    """One batch per stage per pass: the first document of a backlog is published before the
+    last one is parsed, so a long queue (a server restarted with thousands of uploads waiting)
+    makes documents active from the start instead of after the whole queue was parsed."""
+    from manifold.deploy.compose.embedded import EmbeddedPipeline
+
+    settings, bus, ports, pipeline, client = world
+    pipeline.drain()  # nothing of this test's is pending yet
+    tenant = f"flow-{uuid.uuid4().hex[:8]}"
+    docs = [f"note-{i}.txt" for i in range(3)]
+    for i, doc in enumerate(docs):
+        client.publish_bytes(tenant, doc, f"Note {i}: the compressor C-{i} was serviced.\n".encode(), "text/plain")
+    ours = EmbeddedPipeline(settings, bus, ports, batch=1)
+    seen: list[str] = []
+    try:
+        ours.drain(lambda role, _n: seen.append(role))
+    finally:
+        ours.close()
+    parses = [i for i, role in enumerate(seen) if role == "parse"]
+    assert len(parses) == 3 and seen.index("publish") < parses[-1], seen
+    assert {d: st for (d, _), (st, _) in _state(settings, tenant)["manifest"].items()} == dict.fromkeys(docs, "active")
