@@ -30,11 +30,12 @@ def producer_config(bootstrap: str, client_id: str) -> dict[str, Any]:
 
 
 def consumer_config(bootstrap: str, group_id: str, client_id: str) -> dict[str, Any]:
-    """A member that dies without leaving (kill -9, a lost host) holds its partitions until the
-    broker misses its heartbeats for `session.timeout.ms`: 10 s here, not librdkafka's 45 s, which
-    stalled publication ~50 s after each worker kill in the 10k fault run. Heartbeats come from
-    librdkafka's own thread, so a long batch does not expire the session (`max.poll.interval.ms`
-    bounds that: 15 min)."""
+    """librdkafka's default session timeout (45 s) is kept on purpose: a member killed without
+    leaving holds its partitions that long (publication stalled ~50 s after worker kills in the
+    10k fault run), but with 10 s a broker restart of ~20 s expired every session, and one
+    publish consumer never rejoined (its coordinator request stuck in the out-queue, the group
+    empty for 10+ minutes; SECURITY.md). Heartbeats come from librdkafka's own thread;
+    `max.poll.interval.ms` bounds a long batch (15 min)."""
     return {
         "bootstrap.servers": bootstrap,
         "group.id": group_id,
@@ -42,8 +43,6 @@ def consumer_config(bootstrap: str, group_id: str, client_id: str) -> dict[str, 
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
         "max.poll.interval.ms": 900_000,
-        "session.timeout.ms": 10_000,
-        "heartbeat.interval.ms": 3_000,
         "partition.assignment.strategy": "cooperative-sticky",
     }
 
