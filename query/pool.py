@@ -10,7 +10,12 @@ step keeps its `limit` (pure functions, no I/O).
 2. **Identifiers first.** With `terms` (technical identifiers the question names), identity hits
    come first, then the chunks holding more of the terms literally (`routing.terms.occurs`, in
    the section title or the text), in fused order otherwise (`promote_terms`); at most
-   `per_document_cap` chunks per document.
+   `per_document_cap` chunks per document. A term that is a document's *topic* (`topics`: it
+   occurs in the document's id, as `CURLOPT_BUFFERSIZE` in `curl/CURLOPT_BUFFERSIZE.3.txt`, or
+   at least `TOPIC_CHUNKS` and half of the document's fused chunks in the pool hold it) counts as held by every
+   chunk of that document: it says which document, not which passage, so the document's chunks
+   keep their fused order instead of its NAME line and examples going before the passage that
+   answers.
 3. **Named headings first.** With the question (`query`), a chunk whose own section heading the
    question names (`heading_named`: the heading, without its numbering or a trailing
    qualifier, occurs in the question as written; it is identifier-like, such as `KillMode=` or
@@ -93,10 +98,44 @@ def _heading_key(f: Any) -> str:
     return (f.hit.section_title or "").strip().casefold()
 
 
-def held(hit: TextHit, terms: Sequence[str]) -> int:
-    """How many of `terms` occur literally in the hit's section title or text."""
+def held(hit: TextHit, terms: Sequence[str], topics: dict[str, set[str]] | None = None) -> int:
+    """How many of `terms` occur literally in the hit's section title or text, or are a topic of
+    its document (`topics`: document id -> its topic terms, see `topics`)."""
     text = f"{hit.section_title}\n{hit.text}"
-    return sum(occurs(t, text) for t in terms)
+    mine = topics.get(hit.document_id, set()) if topics else set()
+    return sum(t in mine or occurs(t, text) for t in terms)
+
+
+TOPIC_CHUNKS = 3
+"""A term held by at least this many, and at least half, of one document's fused chunks in the
+pool is that document's topic."""
+
+
+def topics(hits: Sequence[Any], terms: Sequence[str]) -> dict[str, set[str]]:
+    """document id -> the `terms` that are its topic (module docstring, 2): the term occurs in the
+    document id, or at least `TOPIC_CHUNKS` and at least half of the document's fused chunks
+    among `hits` hold it. Only chunks a question branch found count (`ranks` beyond the terms
+    branch): the terms branch finds every chunk that repeats the term, so its extras say how
+    often a document mentions it, not whether the document is about it."""
+    holders: dict[tuple[str, str], int] = {}
+    fused: dict[str, int] = {}
+    out: dict[str, set[str]] = {}
+    for f in hits:
+        doc = f.hit.document_id
+        for t in terms:
+            if occurs(t, doc):
+                out.setdefault(doc, set()).add(t)
+        if not set(getattr(f, "ranks", {"fused": 0})) - {"terms"}:
+            continue
+        fused[doc] = fused.get(doc, 0) + 1
+        text = f"{f.hit.section_title}\n{f.hit.text}"
+        for t in terms:
+            if occurs(t, text):
+                holders[doc, t] = holders.get((doc, t), 0) + 1
+    for (doc, t), n in holders.items():
+        if n >= TOPIC_CHUNKS and 2 * n >= fused[doc]:
+            out.setdefault(doc, set()).add(t)
+    return out
 
 
 def with_term_hits(fused: Sequence[Fused], term_hits: Sequence[TextHit], terms: Sequence[str]) -> list[Fused]:
@@ -132,7 +171,8 @@ def promote_terms(hits: Sequence[Any], terms: Sequence[str], per_document_cap: i
     identifier a question names ranks first."""
     if not terms:
         return list(hits)
-    return _capped(sorted(hits, key=lambda f: (not f.hit.identity, -held(f.hit, terms))), per_document_cap)
+    topical = topics(hits, terms)
+    return _capped(sorted(hits, key=lambda f: (not f.hit.identity, -held(f.hit, terms, topical))), per_document_cap)
 
 
 def arrange(fused: Sequence[Any], terms: Sequence[str], *, limit: int,
@@ -148,8 +188,10 @@ def arrange(fused: Sequence[Any], terms: Sequence[str], *, limit: int,
                 docs.setdefault(_heading_key(f), set()).add(f.hit.document_id)
         named = {id(f) for f in ordered if id(f) in named and len(docs[_heading_key(f)]) == 1}
     if named:  # identity hits, then named headings, then the rest; the terms held decide within each
+        topical = topics(ordered, terms)
         ranked = _capped(sorted(ordered, key=lambda f: (not f.hit.identity, id(f) not in named,
-                                                        -held(f.hit, terms) if terms else 0)), per_document_cap)
+                                                        -held(f.hit, terms, topical) if terms else 0)),
+                         per_document_cap)
     else:
         ranked = promote_terms(ordered, terms, per_document_cap) if terms else _capped(ordered, per_document_cap)
     out = ranked[:limit]

@@ -32,7 +32,9 @@ Guarantees (DESIGN.md §3.5, §5; seed 002 "The turn pipeline"):
   naming the missing terms; one that misses only some names or rare words is `partial` with a
   gap naming them. Before judging, a passage answer that misses a salient term is searched once
   more with those terms (`planner.rescue_plan`: the passages holding them rank first; they lead
-  the evidence when an identifier, quoted phrase or name was missed, else they follow it), so a
+  the evidence when an identifier, quoted phrase or name was missed, except passages of a
+  document the search had already cited, which follow the search's own; else they all follow
+  it), so a
   term the documents hold is looked for before it is called missing. The answer line quotes the
   best-matching sentence of the passages (`assemble.best_passage`) and its chunk is the first
   citation.
@@ -224,12 +226,16 @@ class QueryService:
             # the evidence misses what the question names: look for passages that hold it first
             policy.append(f"rescue: passages holding {', '.join(verdict.missing)}")  # type: ignore[union-attr]
             rescued = self._engine.execute(rescue, tenant_id=principal.tenant_id, deadline=deadline)
-            if _leads(verdict.missing, question):  # type: ignore[union-attr]
+            leads = _leads(verdict.missing, question)  # type: ignore[union-attr]
+            searched = {ev.document_id for ev in evidence}
+            if leads:
                 plan, execution = _merge(rescue, rescued, plan, execution)
             else:
                 plan, execution = _merge(plan, execution, rescue, rescued)
             with tracing.span("assemble"):
                 evidence = self._final_check(execution, principal, policy)
+                if leads:
+                    evidence = _rescue_order(evidence, rescued, searched)
                 answer, result = assemble.compose(question, plan, execution)
         if fallback is not None:
             answer, result = self._quoted(plan, execution, route, question, empty, answer, result, evidence)
@@ -367,6 +373,22 @@ class QueryService:
 
 
 _NO_RECORDS = Holdings(record_types=frozenset())
+
+
+def _rescue_order(evidence: list[Evidence], rescued: Execution, searched: set[str | None]) -> list[Evidence]:
+    """A leading rescue's evidence order: its passages from documents the question's own search
+    had not cited lead; its passages from documents that search already cited follow the
+    search's own evidence (that document was found; its passages chosen by the whole question
+    are better than the ones that merely repeat the missed term, often an example or the
+    document's topic). Relative order is kept within each group."""
+    mine = {ev.evidence_id for res in rescued.results.values() for ev in res.evidence}
+    later = [ev for ev in evidence if ev.evidence_id in mine and ev.document_id in searched]
+    if not later:
+        return evidence
+    moved = {ev.evidence_id for ev in later}
+    rest = [ev for ev in evidence if ev.evidence_id not in moved]
+    lead = [ev for ev in rest if ev.evidence_id in mine]
+    return [*lead, *(ev for ev in rest if ev.evidence_id not in mine), *later]
 
 
 def _leads(missing: Sequence[str], question: str) -> bool:

@@ -232,3 +232,20 @@ def test_a_name_glued_to_its_version_is_covered_by_the_name_and_number_apart() -
     assert covered("IPv6", ["IP v6 addresses"])
     assert not covered("GPLv3", ["GPL-2+ only"])
     assert not covered("IPv6", ["IPv4 only"])
+
+
+def test_a_leading_rescue_puts_new_documents_first_and_repeats_of_cited_ones_after_the_search() -> None:
+    from manifold.query.engine import Execution
+    from manifold.query.service import _rescue_order
+    from manifold.query.types import StepResult
+
+    def ev(eid: str, doc: str) -> Evidence:
+        return Evidence(evidence_id=eid, store="postgres", kind="chunk", tenant_id="t", document_id=doc,
+                        version=1, chunk_id=eid, text=eid, retrieved_at=datetime(2026, 1, 1, tzinfo=UTC))
+
+    rescue = [ev("r-same", "remoteip"), ev("r-new", "data.csv")]
+    search = [ev("s1", "remoteip"), ev("s2", "remoteip")]
+    rescued = Execution(results={"rescue": StepResult(evidence=tuple(rescue))})
+    order = _rescue_order([*rescue, *search], rescued, {"remoteip"})
+    assert [e.evidence_id for e in order] == ["r-new", "s1", "s2", "r-same"]
+    assert _rescue_order([*rescue, *search], rescued, set()) == [*rescue, *search]

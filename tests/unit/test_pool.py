@@ -134,3 +134,32 @@ def test_the_hybrid_step_returns_only_chunks_of_versions_active_at_its_final_che
         executor.close()
     assert [h.chunk_id for h in result.hits] == ["a"]
     assert result.result["dropped_inactive"] >= 1
+
+
+def test_a_term_that_names_the_document_keeps_its_chunks_in_fused_order() -> None:
+    # a man page named after the option: its NAME line and example repeat the option, the
+    # description that answers does not; all of it is about the option
+    doc = "curl/CURLOPT_BUFFERSIZE.3.txt"
+    pool = [fused("name", "CURLOPT_BUFFERSIZE - receive buffer size", doc=doc),
+            fused("desc", "Pass a long specifying your preferred size. The maximum is 10MB.", doc=doc),
+            fused("other", "A passage of another document.", doc="curl/other.3.txt"),
+            fused("seealso", "CURLOPT_MAX_RECV_SPEED_LARGE(3), CURLOPT_BUFFERSIZE", doc=doc)]
+    out = arrange(pool, ["CURLOPT_BUFFERSIZE"], limit=3)
+    assert [f.hit.chunk_id for f in out] == ["name", "desc", "seealso"]
+
+
+def test_a_term_most_of_a_documents_chunks_hold_is_its_topic() -> None:
+    pool = [fused(c, f"{c}: X-Forwarded-For example", doc="remoteip") for c in ("e1", "e2", "e3")]
+    pool.insert(1, fused("answer", "They are processed right to left.", doc="remoteip"))
+    pool.append(fused("elsewhere", "no term here", doc="other"))
+    ranked = [f.hit.chunk_id for f in arrange(pool, ["X-Forwarded-For"], limit=5)]
+    assert ranked[:4] == ["e1", "answer", "e2", "e3"]  # 3 of 4 hold it: the document's topic
+
+
+def test_a_term_a_document_merely_mentions_still_promotes_the_chunk_that_holds_it() -> None:
+    faq = [fused(f"f{i}", f"FAQ answer {i}", doc="faq") for i in range(4)]
+    holder = fused("row", "10 | buster | 2019-07-06", doc="data.csv")
+    extras = [Fused(hit=fused(f"t{i}", "Buster was released", doc="faq").hit, score=0.0, ranks={"terms": i + 1},
+                    identity=False) for i in range(3)]  # found by the terms branch only: not a topic
+    out = arrange([*faq, holder, *extras], ["Buster"], limit=3)
+    assert out[0].hit.chunk_id == "row"
