@@ -10,7 +10,9 @@ step keeps its `limit` (pure functions, no I/O).
 2. **Identifiers first.** With `terms` (technical identifiers the question names), identity hits
    come first, then the chunks holding more of the terms literally (`routing.terms.occurs`, in
    the section title or the text), in fused order otherwise (`promote_terms`); at most
-   `per_document_cap` chunks per document. A term that is a document's *topic* (`topics`: it
+   `per_document_cap` chunks per document; a chunk that *defines* a term (`defines`: the term
+   heads its section title or one of its lines, as a definition-list entry, or is a whole cell
+   of a table row) goes before one that only mentions it. A term that is a document's *topic* (`topics`: it
    occurs in the document's id, as `CURLOPT_BUFFERSIZE` in `curl/CURLOPT_BUFFERSIZE.3.txt`, or
    at least `TOPIC_CHUNKS` and half of the document's fused chunks in the pool hold it) counts as held by every
    chunk of that document: it says which document, not which passage, so the document's chunks
@@ -106,6 +108,37 @@ def held(hit: TextHit, terms: Sequence[str], topics: dict[str, set[str]] | None 
     return sum(t in mine or occurs(t, text) for t in terms)
 
 
+_LINE_START = re.compile(r"^[ \t]*(?:[-*•·][ \t]+)?", re.MULTILINE)
+
+
+def defines(hit: TextHit, term: str) -> bool:
+    """Whether the hit *defines* `term` rather than mentions it: the term heads its section title
+    or one of its lines (a definition-list term such as `--depth <depth>`, a `KEY=value` line), or
+    is a whole cell of a table row (`10 | Buster | …`), as a manual, a reference or a table
+    introduces what it then describes."""
+    heads = [hit.section_title or "",
+             *(hit.text[m.end():m.end() + len(term) + 2] for m in _LINE_START.finditer(hit.text))]
+    if any(occurs(term, head[:len(term) + 1]) for head in heads if head.lower().startswith(term.lower())):
+        return True
+    want = term.casefold()
+    return any(cell.strip().casefold() == want for line in hit.text.split("\n") if " | " in line
+               for cell in line.split(" | "))
+
+
+def weight(hit: TextHit, terms: Sequence[str], topics: dict[str, set[str]] | None = None) -> int:
+    """The promotion weight of a hit for `terms`: per term, 2 when it defines it (`defines`), 1
+    when it holds it otherwise or the term is its document's topic (`topics`), 0 else."""
+    mine = topics.get(hit.document_id, set()) if topics else set()
+    text = f"{hit.section_title}\n{hit.text}"
+    total = 0
+    for t in terms:
+        if t in mine:
+            total += 1  # every chunk of the document is about it: none defines it more than another
+        elif occurs(t, text):
+            total += 2 if defines(hit, t) else 1
+    return total
+
+
 TOPIC_CHUNKS = 3
 """A term held by at least this many, and at least half, of one document's fused chunks in the
 pool is that document's topic."""
@@ -172,7 +205,7 @@ def promote_terms(hits: Sequence[Any], terms: Sequence[str], per_document_cap: i
     if not terms:
         return list(hits)
     topical = topics(hits, terms)
-    return _capped(sorted(hits, key=lambda f: (not f.hit.identity, -held(f.hit, terms, topical))), per_document_cap)
+    return _capped(sorted(hits, key=lambda f: (not f.hit.identity, -weight(f.hit, terms, topical))), per_document_cap)
 
 
 def arrange(fused: Sequence[Any], terms: Sequence[str], *, limit: int,
@@ -190,7 +223,7 @@ def arrange(fused: Sequence[Any], terms: Sequence[str], *, limit: int,
     if named:  # identity hits, then named headings, then the rest; the terms held decide within each
         topical = topics(ordered, terms)
         ranked = _capped(sorted(ordered, key=lambda f: (not f.hit.identity, id(f) not in named,
-                                                        -held(f.hit, terms, topical) if terms else 0)),
+                                                        -weight(f.hit, terms, topical) if terms else 0)),
                          per_document_cap)
     else:
         ranked = promote_terms(ordered, terms, per_document_cap) if terms else _capped(ordered, per_document_cap)

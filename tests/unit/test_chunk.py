@@ -189,12 +189,12 @@ def test_identifier_block_detection() -> None:
 
 def test_sections_follow_heading_levels_with_paths() -> None:
     result = _chunked([
-        _el("Title", "Agreement", 1), _el("NarrativeText", "Scope of the agreement."),
-        _el("Title", "Delivery", 2), _el("NarrativeText", "Goods arrive in thirty days."),
-        _el("Title", "Penalties", 3), _el("NarrativeText", "Two percent per week."),
-        _el("Title", "Pricing", 2), _el("NarrativeText", "Prices are fixed."),
-        _el("Title", "Annex", 1), _el("NarrativeText", "Product list follows."),
-    ])
+        _el("Title", "Agreement", 1), _el("NarrativeText", "Scope of the agreement. " * 4),
+        _el("Title", "Delivery", 2), _el("NarrativeText", "Goods arrive in thirty days. " * 4),
+        _el("Title", "Penalties", 3), _el("NarrativeText", "Two percent per week. " * 5),
+        _el("Title", "Pricing", 2), _el("NarrativeText", "Prices are fixed. " * 6),
+        _el("Title", "Annex", 1), _el("NarrativeText", "Product list follows. " * 5),
+    ])  # each section long enough to be a chunk of its own (short ones join a neighbour)
     assert [s.path for s in result.sections] == [
         ["Agreement"], ["Agreement", "Delivery"], ["Agreement", "Delivery", "Penalties"],
         ["Agreement", "Pricing"], ["Annex"],
@@ -288,14 +288,55 @@ def test_a_short_lead_in_is_chunked_with_what_it_introduces() -> None:
 
 
 
-def test_short_neighbours_of_one_section_are_packed_but_never_across_sections() -> None:
+def test_short_neighbours_of_one_section_are_packed_and_across_sections_only_when_one_side_is_small() -> None:
+    long_b = ("Other text. " * 40).strip()  # 480 characters: not small at 1200
     result = _chunked([_el("Title", "A", 1), _el("NarrativeText", "These are the settings."),
-                       _el("ListItem", "one item"), _el("Title", "B", 1), _el("NarrativeText", "Other text.")])
-    assert [(c.kind, c.text) for c in result.chunks] == [("text", "These are the settings.\none item"),
-                                                        ("text", "Other text.")]
+                       _el("ListItem", "one item"), _el("Title", "B", 1), _el("NarrativeText", long_b)],
+                      versions=_versions(max_chars=1200))
+    assert len(result.chunks) == 1
+    chunk = result.chunks[0]
+    assert chunk.text == f"A\nThese are the settings.\none item\n{long_b}"  # A's heading kept as text
+    assert chunk.section_id == result.sections[1].section_id  # the longest part's section: B
+    two_long = _chunked([_el("Title", "A", 1), _el("NarrativeText", "Some settings. " * 30),
+                         _el("Title", "B", 1), _el("NarrativeText", long_b)], versions=_versions(max_chars=1200))
+    assert [c.text for c in two_long.chunks] == [("Some settings. " * 30).strip(), long_b]  # neither is small
     small = _chunked([_el("Title", "A", 1), _el("NarrativeText", "x" * 150), _el("ListItem", "y" * 100)],
                      versions=_versions(max_chars=200))
     assert len(small.chunks) == 2
+
+
+def test_a_man_pages_one_line_sections_make_one_passage() -> None:
+    result = _chunked([_el("Title", "NAME", 1), _el("NarrativeText", "CURLOPT_BUFFERSIZE - receive buffer size"),
+                       _el("Title", "SYNOPSIS", 1), _el("NarrativeText", "#include <curl/curl.h>"),
+                       _el("Title", "DESCRIPTION", 1), _el("NarrativeText", "Pass a long. " * 30),
+                       _el("Title", "SEE ALSO", 1), _el("NarrativeText", "CURLOPT_MAX_RECV_SPEED_LARGE(3)")],
+                      versions=_versions(max_chars=1200))
+    assert [c.text for c in result.chunks] == [
+        "NAME\nCURLOPT_BUFFERSIZE - receive buffer size\nSYNOPSIS\n#include <curl/curl.h>\n"
+        + ("Pass a long. " * 30).strip() + "\nSEE ALSO\nCURLOPT_MAX_RECV_SPEED_LARGE(3)"]
+    assert result.chunks[0].section_id == result.sections[2].section_id  # DESCRIPTION, the longest part
+
+
+def test_a_small_table_joins_its_lead_in_and_a_large_table_stays_alone() -> None:
+    rows = [["Level", "Numeric value"], ["WARNING", "30"], ["ERROR", "40"]]
+    lead = ("The numeric values of logging levels are given in the following table. " * 4).strip()
+    result = _chunked([_el("Title", "Logging Levels", 1), _el("NarrativeText", lead), _el("Table", "", rows=rows)],
+                      versions=_versions(max_chars=1200))
+    assert [(c.kind, c.text) for c in result.chunks] == [
+        ("text", lead + "\nLevel | Numeric value\nWARNING | 30\nERROR | 40")]
+    big = [["code", "note"], *[[f"row{i}", "a note " * 5] for i in range(40)]]
+    alone = _chunked([_el("Title", "T", 1), _el("NarrativeText", lead), _el("Table", "", rows=big)],
+                     versions=_versions(max_chars=1200))
+    assert alone.chunks[0].text == lead and all(c.kind == "table" for c in alone.chunks[1:])
+
+
+def test_sections_titled_by_a_business_identifier_and_synthetic_titles_are_never_joined_in() -> None:
+    result = _chunked([_el("Title", "Sensor PRD-482", 1), _el("NarrativeText", "Rated to 10 bar."),
+                       _el("Title", "Valve PRD-483", 1), _el("NarrativeText", "Rated to 16 bar.")])
+    assert [c.text for c in result.chunks] == ["Rated to 10 bar.", "Rated to 16 bar."]
+    rooted = _chunked([_el("NarrativeText", "Preamble."), _el("Title", "Terms", 1),
+                       _el("NarrativeText", "Body text. " * 40)], versions=_versions(max_chars=1200))
+    assert rooted.chunks[0].text == "Preamble.\n" + ("Body text. " * 40).strip()  # the file-name title is not text
 
 
 # ----------------------------------------------------------------------------- JSON records

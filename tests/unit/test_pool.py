@@ -47,7 +47,7 @@ def test_term_holders_lead_and_the_fused_consensus_is_kept() -> None:
     pool = [fused("top", "The debian/copyright file must be machine-readable.", doc="fmt"),
             fused("answer", "Files: required. Copyright: required. License: required.", doc="fmt"),
             fused("x", "See debian/copyright for details.", doc="guide"),
-            fused("y", "debian/copyright example stanzas", doc="fmt"),
+            fused("y", "Example debian/copyright stanzas", doc="fmt"),
             fused("z", "a debian/copyright mention", doc="policy"),
             fused("w", "another debian/copyright mention", doc="faq")]
     out = [f.hit.chunk_id for f in arrange(pool, ["debian/copyright"], limit=4)]
@@ -58,7 +58,7 @@ def test_term_holders_lead_and_the_fused_consensus_is_kept() -> None:
 
 def test_the_consensus_respects_the_per_document_cap() -> None:
     pool = [fused("a", "no term here", doc="d"), fused("b", "nor here", doc="d"),
-            fused("c", "the TERM_X holder", doc="d"), fused("e", "TERM_X again", doc="e")]
+            fused("c", "the TERM_X holder", doc="d"), fused("e", "again TERM_X", doc="e")]
     out = arrange(pool, ["TERM_X"], limit=3, per_document_cap=2)
     ids = [f.hit.chunk_id for f in out]
     assert sum(f.hit.document_id == "d" for f in out) <= 2
@@ -67,7 +67,7 @@ def test_the_consensus_respects_the_per_document_cap() -> None:
 
 def test_making_room_for_the_consensus_never_drops_the_other_consensus_chunk() -> None:
     pool = [fused("a", "no term here", doc="d"), fused("b", "nor here", doc="d"),
-            fused("c", "the TERM_X holder", doc="f"), fused("e", "TERM_X again", doc="e")]
+            fused("c", "the TERM_X holder", doc="f"), fused("e", "again TERM_X", doc="e")]
     ids = [f.hit.chunk_id for f in arrange(pool, ["TERM_X"], limit=3)]
     assert ids == ["c", "a", "b"]
 
@@ -163,3 +163,27 @@ def test_a_term_a_document_merely_mentions_still_promotes_the_chunk_that_holds_i
                     identity=False) for i in range(3)]  # found by the terms branch only: not a topic
     out = arrange([*faq, holder, *extras], ["Buster"], limit=3)
     assert out[0].hit.chunk_id == "row"
+
+
+def test_the_chunk_that_defines_a_term_goes_before_the_ones_that_mention_it() -> None:
+    pool = [fused("synopsis", "git clone [--depth <depth>] [--bare] <repository>", doc="git-clone"),
+            fused("fetch", "See git-fetch; --depth is passed on.", doc="git-fetch"),
+            fused("entry", "-c <key>=<value>\nSet a variable.\n--depth <depth>\nCreate a shallow clone.",
+                  doc="git-clone"),
+            fused("row", "version | codename\n10 | Buster", doc="debian.csv")]
+    assert [f.hit.chunk_id for f in arrange(pool, ["--depth"], limit=4)][0] == "entry"
+    assert [f.hit.chunk_id for f in arrange(pool, ["Buster"], limit=4)][0] == "row"  # a whole table cell
+
+
+def test_defines_needs_the_whole_term_at_a_line_start_or_as_a_cell() -> None:
+    from manifold.query.pool import defines
+
+    def hit(text: str, title: str = "") -> TextHit:
+        return fused("c", text, title=title).hit
+
+    assert defines(hit("-c <key>\n--depth <depth>\nCreate"), "--depth")
+    assert defines(hit("  * KillMode=control-group"), "KillMode=")
+    assert defines(hit("body", title="--depth <depth>"), "--depth")
+    assert not defines(hit("git clone [--depth <depth>]"), "--depth")
+    assert not defines(hit("--depthfirst walks"), "--depth")
+    assert not defines(hit("a | Busters | b"), "Buster")
