@@ -15,9 +15,9 @@ Guarantees:
   are joined by newlines, sentences by one space.
 - Boundaries follow layout: an identifier block always starts a new chunk, and so do a new
   section and a table unless one side is small; within a section, consecutive text and list
-  pieces are packed together while they fit in `chunk_max_chars` (`_pack_neighbours`), and a
+  pieces are packed together while they fit in `chunk_max_chars` (`chunk_pack.pack_neighbours`), and a
   lone short lead-in (one element of at most `LEAD_IN_MAX_CHARS`, such as a definition-list term)
-  always goes with what follows it. A small piece (under `chunk_max_chars // SMALL_PIECE_SHARE`:
+  always goes with what follows it. A small piece (under `chunk_max_chars // chunk_pack.SMALL_PIECE_SHARE`:
   a man page's NAME line, a one-line option or example, a four-row table) joins its neighbour
   across a section boundary or a table edge while the result fits, the other section's heading
   kept as a line of the text; the chunk belongs to the section of its longest part. Sections
@@ -48,8 +48,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePath
-from typing import Literal
 
+from manifold.ingest.chunk_pack import ChunkKind, pack_neighbours
 from manifold.shared import ids
 from manifold.shared.artifacts import Chunk, ChunkedDocument, DocRef, Element, ParsedDocument, Section
 from manifold.shared.errors import BadInput
@@ -63,7 +63,6 @@ accepted file (measured by bench/wide_rows.py). About twice what an ordinary doc
 20 MiB size limit makes at the default `chunk_max_chars`, so only inputs that multiply their
 text (a very wide table, whose header is repeated over every column slice) reach it."""
 
-ChunkKind = Literal["text", "list", "identifiers", "table"]
 
 _CLAUSE = re.compile(
     r"^(?:§+\s*\d+|(?:Article|Art\.|Section|Clause)\s+(?:\d+|[IVXLC]+)\b|\d{1,3}(?:\.\d{1,3})+\.?(?=\s)|\d{1,3}\.(?=\s))",
@@ -106,7 +105,7 @@ def handle(parsed: ParsedDocument) -> ChunkedDocument:
     labelled = _labelled_tables(doc)
     pieces = [(run.section, run.kind, text) for run in runs
               for text in _render(run, max_chars, overlap, labelled) if text.strip()]
-    for section, kind, text in _pack_neighbours(pieces, max_chars, sections, root_title):
+    for section, kind, text in pack_neighbours(pieces, max_chars, sections, root_title):
         if len(chunks) >= MAX_CHUNKS:
             raise BadInput(f"document makes more than {MAX_CHUNKS} chunks of at most {max_chars} characters; "
                            f"the limit is {MAX_CHUNKS} chunks per document")
@@ -122,74 +121,6 @@ def handle(parsed: ParsedDocument) -> ChunkedDocument:
             )
         )
     return ChunkedDocument(doc=doc, versions=versions, elements=parsed.elements, sections=sections, chunks=chunks)
-
-
-SMALL_PIECE_SHARE = 4
-"""A piece shorter than `chunk_max_chars // SMALL_PIECE_SHARE` (300 characters by default) is
-small: it joins its neighbour across a section boundary, or a small table joins the text beside it."""
-
-
-def _pack_neighbours(pieces: list[tuple[int, ChunkKind, str]], max_chars: int,
-                     sections: Sequence[Section] = (), root_title: str | None = None,
-                     ) -> list[tuple[int, ChunkKind, str]]:
-    """Neighbouring pieces joined (newline) while the result fits in `max_chars`, so a manual's
-    definition lists, short paragraphs and one-line sections make passages of a readable size
-    instead of many fragments:
-
-    - consecutive text and list pieces of one section always;
-    - across a section boundary, or with a table, only when one side is small
-      (`SMALL_PIECE_SHARE`): a man page's NAME line, a one-line example or option, a
-      directive's four-row summary table, a table's lead-in paragraph. The joined piece belongs
-      to the section of its longest part (that title is the chunk's title); every other
-      section's heading stays in the text, on its own line before its part, so no words are
-      lost. A root section titled by metadata or the file name (`root_title`) adds no line: that
-      title is not document text.
-
-    Identifier blocks are never joined, nor two table pieces, nor any piece across the boundary
-    of a section whose title holds a business identifier (a product's own section stays its own chunk). The joined
-    piece is `text` when any part is text or a table. Overlap-carrying pieces of one long run
-    are not joined again (each of those is already near the limit)."""
-    small = max_chars // SMALL_PIECE_SHARE
-    titles = [sec.title for sec in sections]
-    synthetic = {0} if sections and root_title is not None and sections[0].path == [root_title] else set()
-    anchored = {i for i, title in enumerate(titles) if find_identifiers(title)}
-
-    def joined(group: list[tuple[int, ChunkKind, str]], home: int | None) -> str:
-        out: list[str] = []
-        for k, (section, _, text) in enumerate(group):
-            starts = k == 0 or section != group[k - 1][0]
-            if starts and section != home and section not in synthetic and section < len(titles):
-                out.append(titles[section])
-            out.append(text)
-        return "\n".join(out)
-
-    def joinable(group: list[tuple[int, ChunkKind, str]], section: int, kind: ChunkKind, text: str) -> bool:
-        last_section, last_kind, _ = group[-1]
-        if "identifiers" in (kind, last_kind) or kind == last_kind == "table":
-            return False  # a table's own pieces are already packed row by row
-        if len(joined([*group, (section, kind, text)], None)) > max_chars:  # every heading kept: a bound
-            return False
-        if section == last_section and "table" not in (kind, last_kind):
-            return True
-        if section != last_section and (section in anchored or last_section in anchored):
-            return False
-        return min(len(joined(group, None)), len(text)) < small
-
-    groups: list[list[tuple[int, ChunkKind, str]]] = []
-    for section, kind, text in pieces:
-        if groups and joinable(groups[-1], section, kind, text):
-            groups[-1].append((section, kind, text))
-        else:
-            groups.append([(section, kind, text)])
-    out: list[tuple[int, ChunkKind, str]] = []
-    for group in groups:
-        if len(group) == 1:
-            out.append(group[0])
-            continue
-        kinds = {kind for _, kind, _ in group}
-        home = max(group, key=lambda piece: len(piece[2]))[0]
-        out.append((home, "list" if kinds == {"list"} else "text", joined(group, home)))
-    return out
 
 
 # ----------------------------------------------------------------------------- layout
