@@ -24,6 +24,9 @@ Guarantees:
   the error says so). One bad message never stops the partition.
 - If the DLQ itself cannot be written the runner stops without committing (the batch will be
   processed again), rather than dropping it.
+- **Rejoin.** Given a `rejoin` hook (Kafka workers: `ingest/rejoin.py`), the runner hands it the
+  consumer before each consume, between batches (nothing consumed is uncommitted then), and uses
+  the consumer it returns: the same, or a rebuilt one that has already subscribed.
 """
 
 from __future__ import annotations
@@ -115,6 +118,7 @@ class StageRunner(Generic[In, Out]):
         retry: RetryPolicy,
         batch: BatchPolicy | None = None,
         lag: Callable[[], int] | None = None,
+        rejoin: Callable[[Consumer], Consumer] | None = None,
     ) -> None:
         self.spec = spec
         self.consumer = consumer
@@ -124,6 +128,9 @@ class StageRunner(Generic[In, Out]):
         self.lag = lag
         """How many messages of the source wait for this stage (`kafka.consumer_lag`, `bus.lag`);
         None: no lag gauge."""
+        self.rejoin = rejoin
+        """Called between batches with the consumer; returns the one to use from now on (the same,
+        or a rebuilt and subscribed one: `rejoin.RejoinWatchdog.check`). None: never replaced."""
         self._lag_checked = 0.0
         self._delivery = Deliveries(producer)
         self._spans: dict[int, Any] = {}  # the current group's span per message (id(msg))
@@ -289,12 +296,15 @@ class StageRunner(Generic[In, Out]):
 
     # -- the loop ----------------------------------------------------------------------------
     def run(self, stop: threading.Event, poll_s: float | None = None, batch: int | None = None) -> None:
-        """Consume micro-batches (count and linger from `self.batch`) until `stop` is set."""
+        """Consume micro-batches (count and linger from `self.batch`) until `stop` is set, then
+        close the consumer (the current one, if `rejoin` replaced it)."""
         self.consumer.subscribe([self.spec.source])
         linger = self.batch.linger_s if poll_s is None else poll_s
         count = batch or self.batch.max_messages
         try:
             while not stop.is_set():
+                if self.rejoin is not None:
+                    self.consumer = self.rejoin(self.consumer)
                 msgs = self.consumer.consume(num_messages=count, timeout=max(linger, 0.05))
                 self._update_lag()
                 good = []

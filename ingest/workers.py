@@ -31,6 +31,7 @@ from manifold.ingest import ROLES as ROLES
 from manifold.ingest import pipeline
 from manifold.ingest.embedding_migration import ParallelVectorStore
 from manifold.ingest.notices import StageNotice
+from manifold.ingest.rejoin import kafka_watchdog
 from manifold.ingest.runner import BatchPolicy, Output, RetryPolicy, StageRunner, StageSpec
 from manifold.shared import topics
 from manifold.shared.artifacts import LoadNotice
@@ -297,14 +298,21 @@ def run(settings: ManifoldSettings, roles: Sequence[str], stop: threading.Event)
                 failures.append(err)
                 stop.set()
             return
-        consumer = Consumer(consumer_config(bootstrap, topics.STAGES[role].group, f"manifold-{role}-{os.getpid()}"))
+        group = topics.STAGES[role].group
+
+        def new_consumer() -> Consumer:
+            return Consumer(consumer_config(bootstrap, group, f"manifold-{role}-{os.getpid()}"))
+
+        watchdog = kafka_watchdog(role, bootstrap, group, [specs[role].source],
+                                  new_consumer)  # type: ignore[arg-type]  # confluent_kafka's stubs vs the bus port, as below
         runner = StageRunner(
             specs[role],
-            consumer,  # type: ignore[arg-type]  # confluent_kafka's stubs: invariant list headers, overloaded commit vs the bus port
+            new_consumer(),  # type: ignore[arg-type]  # confluent_kafka's stubs: invariant list headers, overloaded commit vs the bus port
             Producer(producer_config(bootstrap, f"manifold-{role}-{os.getpid()}")),  # type: ignore[arg-type]  # as above
             retry,
             batch,
-            lag=lambda: consumer_lag(consumer),
+            lag=lambda: consumer_lag(runner.consumer),  # type: ignore[arg-type]  # the current (maybe rebuilt) Consumer
+            rejoin=watchdog.check,  # rebuilds a consumer left out of its group (ingest/rejoin.py)
         )
         try:
             runner.run(stop)

@@ -1,6 +1,6 @@
 """The Kafka adapter of the bus port (`shared/messaging.py`): confluent-kafka's `Consumer` and
 `Producer` ARE the adapter; this module configures them and adds topic creation, a synchronous
-send, the commit policy and the lag of a consumer.
+send, the commit policy, the lag of a consumer and of a group, and a group's view of a member.
 
 Guarantees: producers are idempotent (`enable.idempotence`, `acks=all`); consumers never
 auto-commit (the runner commits after effects are durable); `ensure_topics` is idempotent.
@@ -8,7 +8,7 @@ auto-commit (the runner commits after effects are durable); `ensure_topics` is i
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -29,19 +29,26 @@ def producer_config(bootstrap: str, client_id: str) -> dict[str, Any]:
     }
 
 
+SESSION_TIMEOUT_S = 45.0
+"""The consumers' `session.timeout.ms`: librdkafka's default, kept on purpose (`consumer_config`)."""
+
+
 def consumer_config(bootstrap: str, group_id: str, client_id: str) -> dict[str, Any]:
-    """librdkafka's default session timeout (45 s) is kept on purpose: a member killed without
-    leaving holds its partitions that long (publication stalled ~50 s after worker kills in the
-    10k fault run), but with 10 s a broker restart of ~20 s expired every session, and one
-    publish consumer never rejoined (its coordinator request stuck in the out-queue, the group
-    empty for 10+ minutes; SECURITY.md). Heartbeats come from librdkafka's own thread;
-    `max.poll.interval.ms` bounds a long batch (15 min)."""
+    """librdkafka's default session timeout (45 s, `SESSION_TIMEOUT_S`) is kept on purpose: a
+    member killed without leaving holds its partitions that long (publication stalled ~50 s after
+    worker kills in the 10k fault run), but with 10 s a broker restart of ~20 s expired every
+    session, and one publish consumer never rejoined (its coordinator request stuck in the
+    out-queue, the group empty for 10+ minutes; SECURITY.md). An outage longer than the session
+    can still do that: the stage runner's rejoin watchdog (`ingest/rejoin.py`) rebuilds such a
+    consumer. Heartbeats come from librdkafka's own thread; `max.poll.interval.ms` bounds a long
+    batch (15 min)."""
     return {
         "bootstrap.servers": bootstrap,
         "group.id": group_id,
         "client.id": client_id,
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
+        "session.timeout.ms": int(SESSION_TIMEOUT_S * 1000),
         "max.poll.interval.ms": 900_000,
         "partition.assignment.strategy": "cooperative-sticky",
     }
@@ -143,30 +150,63 @@ def consumer_lag(consumer: Consumer) -> int:
 
 def group_lags(bootstrap: str, sources: Mapping[str, str], timeout_s: float = 5.0) -> dict[str, int]:
     """Messages not yet committed by each consumer group `manifold.<role>` on its source topic
-    (`sources`: role -> topic), from the broker's committed offsets and watermarks; -1 for a role
-    whose lag cannot be read (a broker or coordinator that does not answer in time). Read only:
-    it joins no group and commits nothing."""
-    from confluent_kafka import ConsumerGroupTopicPartitions
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    probe = Consumer({"bootstrap.servers": bootstrap, "group.id": "manifold-lag-probe",
-                      "enable.auto.commit": False})
-    out: dict[str, int] = {}
+    (`sources`: role -> topic; see `group_lag`); -1 for a role whose lag cannot be read (a broker
+    or coordinator that does not answer in time). Read only: it joins no group and commits nothing."""
+    admin, probe = _lag_clients(bootstrap)
     try:
-        for role, topic in sources.items():
-            try:
-                meta = probe.list_topics(topic, timeout=timeout_s)
-                parts = [TopicPartition(topic, p) for p in meta.topics[topic].partitions]
-                futures = admin.list_consumer_group_offsets(
-                    [ConsumerGroupTopicPartitions(f"manifold.{role}", parts)], request_timeout=timeout_s)
-                committed = next(iter(futures.values())).result(timeout=timeout_s)
-                lag = 0
-                for tp in committed.topic_partitions:
-                    _low, high = probe.get_watermark_offsets(TopicPartition(topic, tp.partition), timeout=timeout_s)
-                    lag += high - (tp.offset if tp.offset >= 0 else 0)
-                out[role] = lag
-            except Exception:  # noqa: BLE001 - a lag probe during an outage is just unknown
-                out[role] = -1
+        return {role: _uncommitted(admin, probe, f"manifold.{role}", [topic], timeout_s)
+                for role, topic in sources.items()}
     finally:
         probe.close()
-    return out
+
+
+def group_lag(bootstrap: str, group: str, topics: Sequence[str], timeout_s: float = 5.0) -> int:
+    """Messages on `topics` not yet committed by consumer group `group`: per partition, the high
+    watermark minus the group's committed offset (or the low watermark where the group committed
+    none, or less than what retention kept); -1 when it cannot be read (a broker or coordinator
+    that does not answer within `timeout_s` per request). Read only: it joins no group and
+    commits nothing."""
+    admin, probe = _lag_clients(bootstrap)
+    try:
+        return _uncommitted(admin, probe, group, topics, timeout_s)
+    finally:
+        probe.close()
+
+
+def member_partitions(bootstrap: str, group: str, member_id: str, timeout_s: float = 5.0) -> int | None:
+    """How many partitions the coordinator of `group` has assigned to the member `member_id`, or
+    None when it lists no such member (its session expired, or it never joined). Read only.
+    Raises (`KafkaException`, a timeout) when the coordinator cannot be asked."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    [future] = admin.describe_consumer_groups([group], request_timeout=timeout_s).values()
+    for member in future.result(timeout=timeout_s).members:
+        if member_id and member.member_id == member_id:
+            return len(member.assignment.topic_partitions)
+    return None
+
+
+def _lag_clients(bootstrap: str) -> tuple[AdminClient, Consumer]:
+    """An admin client (committed offsets) and a probe consumer (metadata, watermarks) that
+    never subscribes, so it joins no group."""
+    return (AdminClient({"bootstrap.servers": bootstrap}),
+            Consumer({"bootstrap.servers": bootstrap, "group.id": "manifold-lag-probe", "enable.auto.commit": False}))
+
+
+def _uncommitted(admin: AdminClient, probe: Consumer, group: str, topics: Sequence[str], timeout_s: float) -> int:
+    """`group_lag` with the clients given; -1 when anything cannot be read."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    try:
+        lag = 0
+        for topic in topics:
+            meta = probe.list_topics(topic, timeout=timeout_s)
+            parts = [TopicPartition(topic, p) for p in meta.topics[topic].partitions]
+            futures = admin.list_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(group, parts)], request_timeout=timeout_s)
+            committed = next(iter(futures.values())).result(timeout=timeout_s)
+            for tp in committed.topic_partitions:
+                low, high = probe.get_watermark_offsets(TopicPartition(topic, tp.partition), timeout=timeout_s)
+                lag += max(0, high - max(tp.offset, low))
+        return lag
+    except Exception:  # noqa: BLE001 - a lag probe during an outage is just unknown
+        return -1

@@ -19,3 +19,6 @@ LATENCY = Histogram(
     buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
 )
 LAG = Gauge("manifold_consumer_lag", "Messages behind the partition end, per stage", ["stage"])
+REBUILT = Counter("manifold_consumer_rebuilt_total",
+                  "Consumers closed and rebuilt after holding no partitions while their group had work "
+                  "(ingest/rejoin.py)", ["stage"])
