@@ -28,9 +28,10 @@ def pack_neighbours(pieces: list[tuple[int, ChunkKind, str]], max_chars: int,
       (`SMALL_PIECE_SHARE`): a man page's NAME line, a one-line example or option, a
       directive's four-row summary table, a table's lead-in paragraph. The joined piece belongs
       to the section of its longest part (that title is the chunk's title); every other
-      section's heading stays in the text, on its own line before its part, so no words are
-      lost. A root section titled by metadata or the file name (`root_title`) adds no line: that
-      title is not document text.
+      section's heading stays in the text, as a paragraph of its own before its part (a blank
+      line on each side, so no sentence or name runs across it), so no words are lost; parts of
+      different sections are separated by a blank line too. A root section titled by metadata
+      or the file name (`root_title`) adds no line: that title is not document text.
 
     Identifier blocks are never joined, nor two table pieces, nor any piece across the boundary
     of a section whose title holds a business identifier (a product's own section stays its own chunk). The joined
@@ -42,13 +43,15 @@ def pack_neighbours(pieces: list[tuple[int, ChunkKind, str]], max_chars: int,
     anchored = {i for i, title in enumerate(titles) if find_identifiers(title)}
 
     def joined(group: list[tuple[int, ChunkKind, str]], home: int | None) -> str:
-        out: list[str] = []
+        out = ""
         for k, (section, _, text) in enumerate(group):
             starts = k == 0 or section != group[k - 1][0]
+            if k:
+                out += "\n\n" if starts else "\n"  # a section boundary is a paragraph break
             if starts and section != home and section not in synthetic and section < len(titles):
-                out.append(titles[section])
-            out.append(text)
-        return "\n".join(out)
+                out += titles[section] + "\n\n"  # a heading is a paragraph of its own
+            out += text
+        return out
 
     def joinable(group: list[tuple[int, ChunkKind, str]], section: int, kind: ChunkKind, text: str) -> bool:
         last_section, last_kind, _ = group[-1]

@@ -295,7 +295,7 @@ def test_short_neighbours_of_one_section_are_packed_and_across_sections_only_whe
                       versions=_versions(max_chars=1200))
     assert len(result.chunks) == 1
     chunk = result.chunks[0]
-    assert chunk.text == f"A\nThese are the settings.\none item\n{long_b}"  # A's heading kept as text
+    assert chunk.text == f"A\n\nThese are the settings.\none item\n\n{long_b}"  # A's heading kept as text
     assert chunk.section_id == result.sections[1].section_id  # the longest part's section: B
     two_long = _chunked([_el("Title", "A", 1), _el("NarrativeText", "Some settings. " * 30),
                          _el("Title", "B", 1), _el("NarrativeText", long_b)], versions=_versions(max_chars=1200))
@@ -312,8 +312,8 @@ def test_a_man_pages_one_line_sections_make_one_passage() -> None:
                        _el("Title", "SEE ALSO", 1), _el("NarrativeText", "CURLOPT_MAX_RECV_SPEED_LARGE(3)")],
                       versions=_versions(max_chars=1200))
     assert [c.text for c in result.chunks] == [
-        "NAME\nCURLOPT_BUFFERSIZE - receive buffer size\nSYNOPSIS\n#include <curl/curl.h>\n"
-        + ("Pass a long. " * 30).strip() + "\nSEE ALSO\nCURLOPT_MAX_RECV_SPEED_LARGE(3)"]
+        "NAME\n\nCURLOPT_BUFFERSIZE - receive buffer size\n\nSYNOPSIS\n\n#include <curl/curl.h>\n\n"
+        + ("Pass a long. " * 30).strip() + "\n\nSEE ALSO\n\nCURLOPT_MAX_RECV_SPEED_LARGE(3)"]
     assert result.chunks[0].section_id == result.sections[2].section_id  # DESCRIPTION, the longest part
 
 
@@ -336,7 +336,7 @@ def test_sections_titled_by_a_business_identifier_and_synthetic_titles_are_never
     assert [c.text for c in result.chunks] == ["Rated to 10 bar.", "Rated to 16 bar."]
     rooted = _chunked([_el("NarrativeText", "Preamble."), _el("Title", "Terms", 1),
                        _el("NarrativeText", "Body text. " * 40)], versions=_versions(max_chars=1200))
-    assert rooted.chunks[0].text == "Preamble.\n" + ("Body text. " * 40).strip()  # the file-name title is not text
+    assert rooted.chunks[0].text == "Preamble.\n\n" + ("Body text. " * 40).strip()  # the file-name title is not text
 
 
 # ----------------------------------------------------------------------------- JSON records
@@ -368,3 +368,13 @@ def test_json_records_never_pass_the_limit_and_keep_each_value_under_its_key() -
     assert "id: 7 | note: note 7 " in "\n".join(texts)
     assert all(line.startswith(("id: ", "note: ")) for t in texts for line in t.split("\n"))
     assert "".join(t.split("note: ", 1)[1] for t in texts if t.startswith("note: x")) == "x" * 700
+
+
+def test_a_joined_heading_is_a_paragraph_so_no_sentence_runs_across_it() -> None:
+    from manifold.ingest.sentence_rules import sentences
+
+    result = _chunked([_el("Title", "Agreement", 1), _el("NarrativeText", "Acme is approved. " * 20),
+                       _el("Title", "Scope", 2), _el("ListItem", "Supplier Beta supplies PRD-1.")],
+                      versions=_versions(max_chars=1200))
+    assert len(result.chunks) == 1
+    assert "Supplier Beta supplies PRD-1." in sentences(result.chunks[0].text)  # not "Scope Supplier Beta ..."
