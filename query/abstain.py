@@ -15,7 +15,10 @@ Guarantees of `judge(question, evidence, result, common)`:
   quoted phrase or a record identifier (`INV-…`) is missing (the question is about that thing,
   and no passage names it);
   `partial` when only some names, rare words or named numbers ("Debian 16") are missing; None when every salient term is
-  covered or the question has none.
+  covered or the question has none. The asker's own words for their setup (`routing.terms.own_terms`:
+  "my VM", "my ISP's smarthost") count as missing only when no other salient term is covered: a
+  manual says "relay host" where a user says "my ISP's smarthost", and the passage that covers
+  the rest of the question answers it; alone, they are all the question names and count.
 - Deterministic; no I/O (`common` is the caller's word list predicate).
 """
 
@@ -25,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from manifold.query.routing.terms import covered, named_number, salient_terms, technical_terms
+from manifold.query.routing.terms import covered, named_number, own_terms, salient_terms, technical_terms
 from manifold.query.types import Evidence
 from manifold.shared.identifiers import find_identifiers
 
@@ -71,6 +74,9 @@ def judge(question: str, evidence: Sequence[Evidence], result: Mapping[str, Any]
     texts = [f"{ev.claims.get('section_title') or ''}\n{ev.text or ''}\n{ev.document_id or ''}"
              for ev in evidence if ev.kind in ("chunk", "record")]
     missing = tuple(t for t in salient if not covered(t, texts))
+    own = set(own_terms(question, salient))
+    if len(missing) < len(salient) and any(t not in own for t in salient if t not in missing):
+        missing = tuple(t for t in missing if t not in own)  # the rest of the question is covered
     if not missing:
         return None
     strong = set(technical_terms(question)) | {t for t in salient if find_identifiers(t)}

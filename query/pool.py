@@ -100,12 +100,10 @@ def _heading_key(f: Any) -> str:
     return (f.hit.section_title or "").strip().casefold()
 
 
-def held(hit: TextHit, terms: Sequence[str], topics: dict[str, set[str]] | None = None) -> int:
-    """How many of `terms` occur literally in the hit's section title or text, or are a topic of
-    its document (`topics`: document id -> its topic terms, see `topics`)."""
+def held(hit: TextHit, terms: Sequence[str]) -> int:
+    """How many of `terms` occur literally in the hit's section title or text."""
     text = f"{hit.section_title}\n{hit.text}"
-    mine = topics.get(hit.document_id, set()) if topics else set()
-    return sum(t in mine or occurs(t, text) for t in terms)
+    return sum(occurs(t, text) for t in terms)
 
 
 _LINE_START = re.compile(r"^[ \t]*(?:[-*•·][ \t]+)?", re.MULTILINE)
@@ -127,15 +125,19 @@ def defines(hit: TextHit, term: str) -> bool:
 
 def weight(hit: TextHit, terms: Sequence[str], topics: dict[str, set[str]] | None = None) -> int:
     """The promotion weight of a hit for `terms`: per term, 2 when it defines it (`defines`), 1
-    when it holds it otherwise or the term is its document's topic (`topics`), 0 else."""
+    when it holds it otherwise or the term is its document's topic (`topics`), 0 else. A term
+    that is the topic of some document of the pool is defined by none: it names a subject whole
+    documents are about ("OpenSSL"), and a line elsewhere that starts with it ("OpenSSL 3.0" in
+    a README's list of links) is a mention like any other."""
     mine = topics.get(hit.document_id, set()) if topics else set()
+    subjects = set().union(*topics.values()) if topics else set()
     text = f"{hit.section_title}\n{hit.text}"
     total = 0
     for t in terms:
         if t in mine:
             total += 1  # every chunk of the document is about it: none defines it more than another
         elif occurs(t, text):
-            total += 2 if defines(hit, t) else 1
+            total += 2 if t not in subjects and defines(hit, t) else 1
     return total
 
 
@@ -171,14 +173,24 @@ def topics(hits: Sequence[Any], terms: Sequence[str]) -> dict[str, set[str]]:
     return out
 
 
+def anchoring(term: str) -> bool:
+    """Whether `term` is specific enough to bring a passage into the pool on its own: a technical
+    identifier (`routing.terms.technical_terms`) or a phrase of several words. A plain word, an
+    acronym or a name ("VM", "smarthost") is held by passages about anything."""
+    return bool(technical_terms(term)) or " " in term.strip()
+
+
 def with_term_hits(fused: Sequence[Fused], term_hits: Sequence[TextHit], terms: Sequence[str]) -> list[Fused]:
-    """`fused`, then the hits of the terms branch (BM25 for the terms alone) that hold a term
-    literally and are not already there (score: the lowest fused score): a passage that defines
-    the identifier joins the pool even when the question's other words rank it low."""
+    """`fused`, then the hits of the terms branch (BM25 for the terms alone) that hold an
+    anchoring term (`anchoring`) literally and are not already there (score: the lowest fused
+    score): a passage that defines the identifier joins the pool even when the question's other
+    words rank it low. A passage that holds only a plain word of the question, and that neither
+    branch found for the whole question, is about something else and does not join."""
     seen = {f.hit.chunk_id for f in fused} | {m for f in fused for m in f.merged_ids}
     floor = min((f.score for f in fused), default=0.0)
+    anchors = [t for t in terms if anchoring(t)]
     extra = [Fused(hit=h, score=floor, ranks={"terms": h.rank}, identity=False)
-             for h in term_hits if h.chunk_id not in seen and held(h, terms)]
+             for h in term_hits if anchors and h.chunk_id not in seen and held(h, anchors)]
     return [*fused, *extra]
 
 

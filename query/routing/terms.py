@@ -26,12 +26,14 @@ Guarantees:
   their Snowball stem so `caching` covers `cache`, and a word of six letters or more also by its
   first letters (all but three, at least five) so `warranty` covers `warrants`. A name glued to
   its version (`GPLv3`, `IPv6`) is covered by the name and the number apart (`GPL-3`, `GPL 3`,
-  `GPL3`, `GPL version 3`, `GPL v3`), as in a file name `GPL-3.txt`. A name and its number
+  `GPL3`, `GPL version 3`, `GPL v3`), as in a file name `GPL-3.txt`. Two plain words joined
+  by a slash ("zombie/spambot", "read/write") are covered literally or by both words apart. A name and its number
   ("Debian 9") are covered together: the number at most three words after the name ("Debian
   GNU/Linux 9"), or as a whole cell of a table row in a text that names the name (a release
   table `9,Stretch,…` in `debian.csv`); the number alone elsewhere does not cover it. A possessive
   `'s` is not part of a word; words about the search itself ("keyword", "documents") are not
-  salient.
+  salient; nor is a conversational "OK". `own_terms(question, salient)` are those that describe
+  the asker's own setup ("my VM", "my ISP's smarthost"): see `query.abstain` for how they count.
 - Deterministic, no I/O.
 """
 
@@ -43,7 +45,7 @@ from collections.abc import Callable, Iterable
 from manifold.query.routing.lexicon import QUESTION_WORDS, STOPWORDS
 from manifold.shared import analysis
 
-__all__ = ["covered", "named_number", "occurs", "salient_terms", "technical_terms", "version_variants"]
+__all__ = ["covered", "named_number", "occurs", "own_terms", "salient_terms", "technical_terms", "version_variants"]
 
 _BOUND_L = r"(?<![\w$./~-])"
 _BOUND_R = r"(?![\w/-]|\.[\w])"
@@ -135,8 +137,29 @@ today yesterday tomorrow q1 q2 q3 q4""".split())
 
 
 _META = frozenset("""keyword keywords term terms phrase phrases word words wording document documents doc docs
-file files passage passages mention mentions mentioned mentioning text texts""".split())
-"""Words about the search itself ("documents that mention the keyword …"), not about its object."""
+file files passage passages mention mentions mentioned mentioning text texts ok okay""".split())
+"""Words about the search itself ("documents that mention the keyword …"), not about its object,
+and conversational ones ("is it OK to …")."""
+
+_OWN = re.compile(r"(?<![\w'’])(?:my|our)\s+([^\W\d_][\w'’-]*)(?:\s+([^\W\d_][\w'’-]*))?", re.IGNORECASE)
+"""The asker's own setup: the (at most two) words after "my" / "our" ("my VM", "my ISP's
+smarthost", "our LAN")."""
+
+
+def own_terms(question: str, salient: Iterable[str]) -> list[str]:
+    """The `salient` terms that describe the asker's own setup rather than what is asked: an
+    acronym or a lowercase rare word among the two words after "my" / "our" ("my VM boots",
+    "my ISP's smarthost", "our LAN"). Documentation names the thing asked about, seldom the
+    asker's words for their machine or provider; a capitalised name, a technical term, a quoted
+    phrase or a number is never one (it can be what the question is about: "my MariaDB")."""
+    own: set[str] = set()
+    for match in _OWN.finditer(question):
+        for word in match.groups():
+            if word:
+                own.add(re.sub(r"['’]s$", "", word).strip("'’-"))
+    technical = set(technical_terms(question))
+    return [t for t in salient if t in own and t not in technical
+            and (t.isupper() or (t.isalpha() and t.islower()))]
 
 
 def salient_terms(question: str, common: Callable[[str], bool]) -> list[str]:
@@ -219,6 +242,10 @@ def _pair_covered(name: str, number: str, text: str) -> bool:
             and re.search(r"(?<![^\W_])" + re.escape(name) + r"(?![^\W\d_])", text, re.IGNORECASE) is not None)
 
 
+_EITHER = re.compile(r"[^\W\d_]{2,}/[^\W\d_]{2,}")
+"""Two plain words joined by a slash: as much "either/or" ("zombie/spambot", "TCP/IP") as a path."""
+
+
 def covered(term: str, texts: Iterable[str]) -> bool:
     """Whether `term` occurs in any of `texts`: literally, as a glued name and version written
     apart (`version_variants`), a name and its number together (`_pair_covered`), or (a single
@@ -226,6 +253,8 @@ def covered(term: str, texts: Iterable[str]) -> bool:
     texts = list(texts)
     if any(occurs(v, t) for v in (term, *version_variants(term)) for t in texts):
         return True
+    if _EITHER.fullmatch(term):  # "zombie/spambot", "read/write": each word, by its stem
+        return all(covered(part, texts) for part in term.split("/"))
     pair = named_number(term)
     if pair is not None:
         return any(_pair_covered(*pair, t) for t in texts)

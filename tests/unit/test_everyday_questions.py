@@ -11,7 +11,7 @@ from manifold.query.passage import best_passage
 from manifold.query.planner import compile_plan, plan_with_notes
 from manifold.query.pool import promote_terms, with_term_hits
 from manifold.query.router import route
-from manifold.query.routing.terms import covered, occurs, salient_terms, technical_terms
+from manifold.query.routing.terms import covered, occurs, own_terms, salient_terms, technical_terms
 from manifold.query.types import CatalogEntry, Evidence, Holdings, TextHit
 
 AS_OF = date(2026, 5, 10)
@@ -78,6 +78,8 @@ def test_the_terms_branch_brings_the_defining_passage_into_the_pool() -> None:
                  hit("c", "mentions udp and cork apart")]
     pool = with_term_hits(fused, term_hits, ["UDP_CORK"])
     assert [f.hit.chunk_id for f in pool] == ["a", "b"]
+    # a plain word or an acronym brings in nothing the question's own branches did not find
+    assert [f.hit.chunk_id for f in with_term_hits(fused, [hit("d", "Run it in a VM.")], ["VM"])] == ["a"]
     assert [f.hit.chunk_id for f in promote_terms(pool, ["UDP_CORK"], per_document_cap=1)] == ["b", "a"]
 
 
@@ -159,6 +161,30 @@ def test_a_question_about_something_no_evidence_names_is_not_answered() -> None:
     verdict = abstain.judge("What is the default value of --frobnicate-level?", ev, {}, common)
     assert verdict is not None and verdict.status == "no_answer" and verdict.missing == ("--frobnicate-level",)
     assert abstain.judge("How long does the credential cache helper keep a password?", ev, {}, common) is None
+
+
+def test_the_askers_own_words_for_their_setup_need_no_passage_when_the_rest_is_covered() -> None:
+    def everyday(word: str) -> bool:
+        return word not in {"smarthost", "relayhost", "frobdb"}
+
+    question = "I relay mail through my ISP's smarthost. Why put square brackets around it in relayhost?"
+    assert salient_terms(question, everyday) == ["ISP", "smarthost", "relayhost"]
+    assert own_terms(question, salient_terms(question, everyday)) == ["ISP", "smarthost"]
+    ev = [_evidence("relayhost = [mail.isp.tld]\nThe form enclosed with [] eliminates DNS MX lookups.")]
+    assert abstain.judge(question, ev, {}, everyday) is None
+    # alone, they are all the question names: still missing
+    verdict = abstain.judge("How do I tune my frobdb server?", ev, {}, everyday)
+    assert verdict is not None and verdict.missing == ("frobdb",)
+    # a capitalised name or an identifier after "my" can be what is asked about
+    assert own_terms("Can I back up my Frobnitz with --dump?", ["Frobnitz", "--dump"]) == []
+
+
+def test_either_or_words_are_covered_apart_and_ok_is_not_salient() -> None:
+    question = "Is it OK to put the zombie/spambot screening daemon in front of the submission port?"
+    assert salient_terms(question, lambda word: True) == ["zombie/spambot"]
+    assert covered("zombie/spambot", ["Most spam is sent by zombies; some spambots pregreet."])
+    assert not covered("zombie/spambot", ["Most spam is sent by zombies."])
+    assert covered("debian/copyright", ["see debian/copyright"])
 
 
 def test_a_partly_covered_question_is_partial_and_names_the_missing_term() -> None:

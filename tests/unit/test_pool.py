@@ -187,3 +187,13 @@ def test_defines_needs_the_whole_term_at_a_line_start_or_as_a_cell() -> None:
     assert not defines(hit("git clone [--depth <depth>]"), "--depth")
     assert not defines(hit("--depthfirst walks"), "--depth")
     assert not defines(hit("a | Busters | b"), "Buster")
+
+
+def test_a_term_that_is_a_documents_topic_is_defined_by_no_line_elsewhere() -> None:
+    # pages about OpenSSL hold it throughout; a README's link list starting with "OpenSSL 3.0"
+    # mentions it like any other line, it does not define it
+    pages = [fused(f"p{i}", f"openssl pkcs12 option {i}", doc="tls/openssl-pkcs12.1ssl.txt") for i in range(3)]
+    readme = Fused(hit=fused("readme", "Manual Pages\nOpenSSL 3.0\nOpenSSL 1.1.1", doc="tls/README.md").hit,
+                   score=0.0, ranks={"terms": 1}, identity=False)
+    out = arrange([*pages, readme], ["OpenSSL"], limit=4)
+    assert [f.hit.chunk_id for f in out] == ["p0", "p1", "p2", "readme"]
