@@ -334,15 +334,51 @@ def read_html(content: bytes) -> list[Draft]:
 
 def html_drafts(text: str) -> list[Draft]:
     """HTML via unstructured, after navigation and page furniture are removed
-    (`html_boilerplate.strip_boilerplate`: nav, header/footer, sidebars, link bars, scripts)."""
+    (`html_boilerplate.strip_boilerplate`: nav, header/footer, sidebars, link bars, scripts).
+
+    A page that is essentially preformatted text (`preformatted_body`: a man page or an RFC
+    rendered into one `<pre>`) is read as plain text (`text_drafts`), so its paragraphs,
+    headings and words hyphenated across lines come out as they do from the `.txt` rendering.
+    A line break inside a table cell is a space, as a browser shows it (unstructured's table
+    markup drops it and glues the words: "transmit\nunencrypted" became "transmitunencrypted")."""
     unstructured_env()
     from unstructured.partition.html import partition_html
 
     if not text.strip():
         return []
     text = strip_boilerplate(text)
+    preformatted = preformatted_body(text)
+    if preformatted is not None:
+        return text_drafts(preformatted)
+    text = _TABLE.sub(lambda m: _CELL_BREAK.sub(" ", m.group(0)), text)
     with library_errors("HTML"):
         return from_unstructured(partition_html(text=text, languages=[""]), list_base=1)
+
+
+_TABLE = re.compile(r"<table\b.*?</table\s*>", re.IGNORECASE | re.DOTALL)
+_CELL_BREAK = re.compile(r"[ \t]*\r?\n\s*")
+PREFORMATTED_SHARE = 0.8
+"""A page whose `<pre>` text is at least this share of its body text is preformatted text."""
+
+
+def preformatted_body(html: str) -> str | None:
+    """The body text of a page that is essentially preformatted (`<pre>` holds at least
+    `PREFORMATTED_SHARE` of its non-blank characters, and at least 200), line breaks kept; None
+    for any other page (or one lxml cannot read, which unstructured then reports)."""
+    import lxml.etree
+    import lxml.html
+
+    try:
+        root = lxml.html.fromstring(html)
+    except (lxml.etree.ParserError, ValueError):
+        return None
+    body = root.find("body") if root.tag == "html" else root
+    body = root if body is None else body
+    total = len("".join(body.text_content().split()))
+    pre = sum(len("".join(p.text_content().split())) for p in body.iter("pre"))
+    if total < 200 or pre < PREFORMATTED_SHARE * total:
+        return None
+    return str(body.text_content())
 
 
 # ----------------------------------------------------------------------------- CSV and JSON

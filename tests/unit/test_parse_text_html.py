@@ -85,3 +85,28 @@ def test_sphinx_related_bar_and_headerlink_go_but_content_links_stay() -> None:
 def test_page_without_furniture_is_unchanged() -> None:
     html = "<html><body><h1>Title</h1><p>Just text with <a href='x'>a link</a>.</p></body></html>"
     assert strip_boilerplate(html) is html
+
+
+def test_a_line_break_inside_a_table_cell_is_a_space() -> None:
+    html = ("<html><body><table><tr><th>Property</th><th>Description</th></tr>"
+            "<tr><td>noplaintext</td><td> Don't use mechanisms that transmit\nunencrypted passwords. </td></tr>"
+            "</table></body></html>")
+    [table] = [d for d in parse_formats.html_drafts(html) if d.kind == "Table"]
+    assert table.rows is not None
+    assert table.rows[1] == ["noplaintext", "Don't use mechanisms that transmit unencrypted passwords."]
+
+
+def test_a_man_page_rendered_into_one_pre_is_read_as_text() -> None:
+    page = ("<html><head><title>postqueue(1)</title></head><body><pre>\n"
+            "<b>NAME</b>\n       postqueue - Postfix queue control\n\n<b>DESCRIPTION</b>\n"
+            "       Each queue entry shows the sender, and the recipients that still need to be deliv-\n"
+            "       ered.  The queue ID string is followed by an optional status character that\n"
+            "       says which queue holds the message, and more words to make the page long enough.\n"
+            "</pre></body></html>")
+    assert parse_formats.preformatted_body(page) is not None
+    texts = [d.text for d in parse_formats.html_drafts(page)]
+    assert "NAME" in texts and "DESCRIPTION" in texts
+    assert any("need to be delivered." in t for t in texts)  # hyphenation across lines joined
+    # a page with a short example in <pre> is ordinary HTML
+    prose = "<html><body><p>" + "Ordinary prose. " * 40 + "</p><pre>make install</pre></body></html>"
+    assert parse_formats.preformatted_body(prose) is None
