@@ -10,14 +10,16 @@ one site's layout:
 - ARIA roles `navigation`, `banner`, `contentinfo`, `search`, `complementary`;
 - class or id tokens naming navigation: DocBook `navheader`/`navfooter`, Sphinx
   `sphinxsidebar`/`related`/`headerlink`/`rst-footer-buttons`/`rst-versions`, texinfo
-  `nav-panel` and `header` (without a heading inside), Javadoc `topNav`/`bottomNav`/`subNav`,
-  Doxygen `nav-path`, and the generic `breadcrumb(s)`, `skip-link`, `skipnav`, `navbar`,
-  `navigation`, `sidebar-nav`;
+  `nav-panel`, divs named `header` or `footer` (also `page-header`, `site_footer`) without a
+  heading inside, Javadoc `topNav`/`bottomNav`/`subNav`, Doxygen `nav-path`, and the generic
+  `breadcrumb(s)`, `skip-link`, `skipnav`, `navbar`, `navigation`, `sidebar-nav`;
 - link bars: a `p`, `div`, `table`, `tr`, `ul`, `ol` or `span` without headings holding short
   links whose text outside the links is only separators and navigation words, named either
   outside the links (texinfo's `Next: A, Previous: B, Up: C`) or by at least half the links
-  (`Prev | Up | Next`); the same words without links when there are two or more (`Previous |
-  Next | Up | Home`); and "skip to content" links.
+  (`Prev | Up | Next`); a `p`, `div`, `span` or `tr` of three or more such links with bar or
+  arrow separators between them and nothing else (a menu `Modules | Directives | FAQ`, a
+  breadcrumb trail `Apache > HTTP Server > Documentation`); the same words without links when
+  there are two or more (`Previous | Next | Up | Home`); and "skip to content" links.
 
 Guarantees: pure and deterministic; returns `html` unchanged (the same string) when nothing is
 removed or it does not parse, so pages without furniture partition exactly as before; headings,
@@ -37,7 +39,8 @@ _NAV_TOKENS = frozenset({
     "nav-panel", "topnav", "bottomnav", "subnav", "nav-path", "breadcrumb", "breadcrumbs", "skip-link",
     "skiplink", "skipnav", "skip-to-content", "navbar", "nav-bar", "navigation", "sidebar-nav", "wy-nav-side",
 })
-_HEADER_TOKENS = frozenset({"header", "footer"})  # texinfo's nav bars; dropped when they hold no heading
+_HEADER_TOKEN = re.compile(r"(?:^|[-_])(?:header|footer)$")
+"""`header`, `footer` (texinfo's nav bars), `page-header`, `site_footer`: dropped when they hold no heading."""
 _SECTIONING = frozenset({"article", "section", "main"})
 _HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 _BAR_TAGS = frozenset({"p", "div", "table", "tr", "ul", "ol", "span"})
@@ -46,6 +49,9 @@ _NAV_WORDS = re.compile(
     r"skip to (?:main )?content|skip navigation|main page|modules|go to)\b", re.IGNORECASE)
 _SEPARATORS = re.compile(r"[\s|:,;.·•»«›‹<>()\[\]/\\→←↑^#*-]+")
 _LINK_WORDS = 8  # a navigation link names a page or a direction, not a sentence
+_MENU_LINKS = 3
+_INLINE_BARS = frozenset({"p", "div", "span", "tr"})  # a list (`ul`) of links can be content
+_BAR_SEPARATOR = re.compile(r"[|>»›→·•]")
 _SKIP_LINK = re.compile(r"^\s*skip (?:to|navigation)\b", re.IGNORECASE)
 _XML_DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>", re.IGNORECASE)
 
@@ -98,7 +104,7 @@ def _is_boilerplate(el: Any) -> bool:
     tokens = _tokens(el)
     if tokens & _NAV_TOKENS:
         return True
-    if tokens & _HEADER_TOKENS and tag == "div" and not any(True for _ in el.iter(*_HEADINGS)):
+    if any(_HEADER_TOKEN.search(t) for t in tokens) and tag == "div" and not any(True for _ in el.iter(*_HEADINGS)):
         return True
     if tag == "a" and _SKIP_LINK.match(el.text_content() or ""):
         return True
@@ -121,6 +127,8 @@ def _is_link_bar(el: Any) -> bool:
     if _SEPARATORS.sub("", _NAV_WORDS.sub("", outside)):
         return False
     labelled = _NAV_WORDS.search(outside) is not None
+    if len(links) >= _MENU_LINKS and el.tag in _INLINE_BARS and _BAR_SEPARATOR.search(outside):
+        return True  # a menu or a breadcrumb trail: `Modules | Directives | FAQ`, `Apache > Docs > 2.4`
     return labelled or 2 * sum(map(_only_navigation, texts)) >= len(texts)
 
 

@@ -372,10 +372,14 @@ def preformatted_body(html: str) -> str | None:
         root = lxml.html.fromstring(html)
     except (lxml.etree.ParserError, ValueError):
         return None
-    body = root.find("body") if root.tag == "html" else root
-    body = root if body is None else body
-    total = len("".join(body.text_content().split()))
-    pre = sum(len("".join(p.text_content().split())) for p in body.iter("pre"))
+    found = root.find("body") if root.tag == "html" else root
+    body: Any = root if found is None else found
+
+    def chars(el: Any) -> int:
+        return len("".join(el.text_content().split()))
+
+    total = chars(body)
+    pre = sum(chars(p) for p in body.iter("pre"))
     if total < 200 or pre < PREFORMATTED_SHARE * total:
         return None
     return str(body.text_content())

@@ -24,7 +24,7 @@ Guarantees:
   the error says so). One bad message never stops the partition.
 - If the DLQ itself cannot be written the runner stops without committing (the batch will be
   processed again), rather than dropping it.
-- **Rejoin.** Given a `rejoin` hook (Kafka workers: `ingest/rejoin.py`), the runner hands it the
+- **Rejoin.** Given a `rejoin` hook (Kafka workers: `shared/rejoin.py`), the runner hands it the
   consumer before each consume, between batches (nothing consumed is uncommitted then), and uses
   the consumer it returns: the same, or a rebuilt one that has already subscribed.
 """

@@ -31,7 +31,6 @@ from manifold.ingest import ROLES as ROLES
 from manifold.ingest import pipeline
 from manifold.ingest.embedding_migration import ParallelVectorStore
 from manifold.ingest.notices import StageNotice
-from manifold.ingest.rejoin import kafka_watchdog
 from manifold.ingest.runner import BatchPolicy, Output, RetryPolicy, StageRunner, StageSpec
 from manifold.shared import topics
 from manifold.shared.artifacts import LoadNotice
@@ -46,6 +45,7 @@ from manifold.shared.kafka import (
     producer_config,
 )
 from manifold.shared.ports import GraphStore, TextIndex
+from manifold.shared.rejoin import kafka_watchdog
 
 log = logging.getLogger(__name__)
 
@@ -312,7 +312,7 @@ def run(settings: ManifoldSettings, roles: Sequence[str], stop: threading.Event)
             retry,
             batch,
             lag=lambda: consumer_lag(runner.consumer),  # type: ignore[arg-type]  # the current (maybe rebuilt) Consumer
-            rejoin=watchdog.check,  # rebuilds a consumer left out of its group (ingest/rejoin.py)
+            rejoin=watchdog.check,  # rebuilds a consumer left out of its group (shared/rejoin.py)
         )
         try:
             runner.run(stop)

@@ -23,6 +23,10 @@ Guarantees:
   If a reply topic under it does not exist, the error is sent to the configured reply topic.
 - Several workers (threads or processes) in the group `manifold.query` share the partitions of
   the request topic: scale out by starting more.
+- A worker's consumer that has dropped out of its group (after a broker outage) is rebuilt
+  between requests by the rejoin watchdog (`shared/rejoin.py`, metric
+  `manifold_consumer_rebuilt_total{stage="query"}`); requests it had not committed are served
+  again by whichever member gets their partition.
 - Metrics (`manifold_query_requests_total{status}`, `manifold_query_seconds{status}`) have
   bounded labels; one structured log line per request (request_id, tenant, status, elapsed_ms).
 """
@@ -33,6 +37,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -50,6 +55,7 @@ from manifold.shared import topics, tracing
 from manifold.shared.config import ManifoldSettings
 from manifold.shared.kafka import commit_sync, consumer_config, ensure_topics, producer_config
 from manifold.shared.messaging import Consumer, Deliveries, Message, Producer
+from manifold.shared.rejoin import kafka_watchdog
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +163,11 @@ class QueryWorker:
     """One consumer in the query group: serves requests one at a time until `stop` is set."""
 
     def __init__(self, settings: ManifoldSettings, answerer: Answerer, consumer: Consumer, producer: Producer,
-                 verifier: TokenVerifier, *, retry_initial_s: float = 0.5, retry_max_s: float = 10.0) -> None:
+                 verifier: TokenVerifier, *, retry_initial_s: float = 0.5, retry_max_s: float = 10.0,
+                 rejoin: Callable[[Any], Any] | None = None) -> None:
+        """`rejoin`: called with the consumer between requests, returns it or a rebuilt and
+        subscribed one (`shared.rejoin.RejoinWatchdog.check`); None: never replaced."""
+        self.rejoin = rejoin
         self.settings = settings
         self.answerer = answerer
         self.consumer = consumer
@@ -170,6 +180,8 @@ class QueryWorker:
         self.consumer.subscribe([self.settings.query.request_topic])
         try:
             while not stop.is_set():
+                if self.rejoin is not None:
+                    self.consumer = self.rejoin(self.consumer)
                 got = self.consumer.consume(num_messages=1, timeout=poll_s)
                 if not got:
                     continue
@@ -296,9 +308,15 @@ def serve(settings: ManifoldSettings, stop: threading.Event, answerer: Answerer,
 
     def work(n: int) -> None:
         client_id = f"manifold-query-{os.getpid()}-{n}"
-        worker = QueryWorker(settings, answerer,
-                             KafkaConsumer(consumer_config(settings.kafka.bootstrap_servers, group_id, client_id)),  # type: ignore[arg-type]  # confluent_kafka's stubs: invariant list headers, overloaded commit vs the bus port
-                             _producer(settings, client_id), verifier)  # type: ignore[arg-type]  # as above
+        bootstrap = settings.kafka.bootstrap_servers
+
+        def new_consumer() -> Any:
+            return KafkaConsumer(consumer_config(bootstrap, group_id, client_id))
+
+        watchdog = kafka_watchdog("query", bootstrap, group_id, [q.request_topic], new_consumer)
+        worker = QueryWorker(settings, answerer, new_consumer(),
+                             _producer(settings, client_id), verifier,  # type: ignore[arg-type]  # confluent_kafka's stubs: invariant list headers, overloaded commit vs the bus port
+                             rejoin=watchdog.check)
         try:
             worker.run(stop)
         except BaseException as err:  # a worker stops only on an unrecoverable fault

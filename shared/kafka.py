@@ -39,7 +39,7 @@ def consumer_config(bootstrap: str, group_id: str, client_id: str) -> dict[str, 
     worker kills in the 10k fault run), but with 10 s a broker restart of ~20 s expired every
     session, and one publish consumer never rejoined (its coordinator request stuck in the
     out-queue, the group empty for 10+ minutes; SECURITY.md). An outage longer than the session
-    can still do that: the stage runner's rejoin watchdog (`ingest/rejoin.py`) rebuilds such a
+    can still do that: the stage runner's rejoin watchdog (`shared/rejoin.py`) rebuilds such a
     consumer. Heartbeats come from librdkafka's own thread; `max.poll.interval.ms` bounds a long
     batch (15 min)."""
     return {

@@ -21,4 +21,4 @@ LATENCY = Histogram(
 LAG = Gauge("manifold_consumer_lag", "Messages behind the partition end, per stage", ["stage"])
 REBUILT = Counter("manifold_consumer_rebuilt_total",
                   "Consumers closed and rebuilt after holding no partitions while their group had work "
-                  "(ingest/rejoin.py)", ["stage"])
+                  "(shared/rejoin.py)", ["stage"])

@@ -19,9 +19,9 @@ from typing import Any
 from confluent_kafka import Consumer, Producer
 from prometheus_client import REGISTRY
 
-from manifold.ingest.rejoin import kafka_watchdog
 from manifold.ingest.runner import BatchPolicy, Output, RetryPolicy, StageRunner, StageSpec
 from manifold.shared.kafka import consumer_config, ensure_topics, group_lag, producer_config
+from manifold.shared.rejoin import kafka_watchdog
 
 SESSION_MS = 6000  # the broker's smallest allowed session timeout (group.min.session.timeout.ms)
 BOUND_S = 5.0

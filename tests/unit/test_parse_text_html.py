@@ -110,3 +110,14 @@ def test_a_man_page_rendered_into_one_pre_is_read_as_text() -> None:
     # a page with a short example in <pre> is ordinary HTML
     prose = "<html><body><p>" + "Ordinary prose. " * 40 + "</p><pre>make install</pre></body></html>"
     assert parse_formats.preformatted_body(prose) is None
+
+
+def test_a_menu_and_a_breadcrumb_trail_are_navigation() -> None:
+    page = ('<html><body><div id="page-header"><p class="menu"><a href="m">Modules</a> | <a href="d">Directives</a>'
+            ' | <a href="f">FAQ</a> | <a href="g">Glossary</a></p><p>Server Version 2.4</p></div>'
+            '<div id="path"><a href="/">Apache</a> &gt; <a href="/s">HTTP Server</a> &gt; <a href="/d">Docs</a></div>'
+            '<h1>ab - benchmarking tool</h1><p>ab is a tool for benchmarking. See <a href="x">mod_x</a> and'
+            ' <a href="y">mod_y</a>.</p></body></html>')
+    out = strip_boilerplate(page)
+    assert "Glossary" not in out and "HTTP Server" not in out and "Server Version" not in out
+    assert "benchmarking tool" in out and "mod_x" in out and "mod_y" in out

@@ -270,3 +270,39 @@ def test_worker_loop_survives_an_exception_from_one_message(monkeypatch) -> None
     replies = [protocol.decode_reply(v) for _, v in sent]
     assert [(r.request_id, r.status) for r in replies] == [("boom-1", "error"), ("boom-2", "error"),
                                                            ("fine-3", "answered")]
+
+
+def test_the_query_worker_swaps_in_the_consumer_its_rejoin_hook_rebuilds() -> None:
+    """A consumer that dropped out of its group is replaced between requests (shared/rejoin.py):
+    the loop consumes from the new one and closes only the one it holds at the end."""
+    import threading
+
+    from manifold.query import worker
+    from manifold.shared.config import ManifoldSettings
+
+    stop = threading.Event()
+
+    class Consumer:
+        def __init__(self, name: str) -> None:
+            self.name, self.polls, self.closed = name, 0, False
+
+        def subscribe(self, _topics): pass  # noqa: ANN001, ANN202
+        def consume(self, num_messages, timeout):  # noqa: ANN001, ANN202
+            self.polls += 1
+            if self.name == "rebuilt" and self.polls >= 2:
+                stop.set()
+            return []
+        def close(self): self.closed = True  # noqa: ANN202
+
+    class Producer:
+        def flush(self, _t=None): return 0  # noqa: ANN001, ANN202
+
+    old, new = Consumer("stuck"), Consumer("rebuilt")
+
+    def rejoin(consumer):  # noqa: ANN001, ANN202
+        return new if consumer is old and old.polls >= 3 else consumer
+
+    w = worker.QueryWorker(ManifoldSettings(), object(), old, Producer(), object(), rejoin=rejoin)  # type: ignore[arg-type]
+    w.run(stop, poll_s=0.0)
+    assert old.polls == 3 and new.polls == 2
+    assert w.consumer is new and new.closed

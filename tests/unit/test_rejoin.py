@@ -1,4 +1,4 @@
-"""The rejoin watchdog (ingest/rejoin.py) against a fake consumer, fake broker probes and a fake
+"""The rejoin watchdog (shared/rejoin.py) against a fake consumer, fake broker probes and a fake
 clock: a consumer left out of its group while the group has work is rebuilt after the bound; an
 assigned one, one whose group has no lag, and one the coordinator lists as an idle member (more
 members than partitions) are not. No services, no sleeping."""
@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from manifold.ingest.rejoin import REJOIN_AFTER_S, RejoinWatchdog
 from manifold.ingest.runner import Output, RetryPolicy, StageRunner, StageSpec
 from manifold.shared.kafka import SESSION_TIMEOUT_S
+from manifold.shared.rejoin import REJOIN_AFTER_S, RejoinWatchdog
 
 BOUND = 100.0
 
@@ -110,7 +110,7 @@ def test_rebuilt_after_the_bound_when_unassigned_with_lag_and_out_of_the_group(
 
     assert _run_for(watchdog, old, clock, BOUND - 2) is old  # not before the bound
     assert broker.lag_calls == 0 and not built
-    with caplog.at_level(logging.WARNING, logger="manifold.ingest.rejoin"):
+    with caplog.at_level(logging.WARNING, logger="manifold.shared.rejoin"):
         new = _run_for(watchdog, old, clock, 3)
 
     assert built == [new] and new is not old
@@ -177,7 +177,7 @@ def test_not_rebuilt_when_the_coordinator_lists_it_without_partitions() -> None:
 def test_rebuilt_when_the_coordinator_assigns_partitions_it_does_not_hold(caplog: pytest.LogCaptureFixture) -> None:
     broker, clock, built = Broker(lag=3, partitions=2), Clock(), []
     watchdog = _watchdog("rejoin-mismatch", broker, clock, built)
-    with caplog.at_level(logging.WARNING, logger="manifold.ingest.rejoin"):
+    with caplog.at_level(logging.WARNING, logger="manifold.shared.rejoin"):
         assert _run_for(watchdog, FakeConsumer(), clock, BOUND + 1) is built[0]
     assert "assigns it 2 partition(s) it does not hold" in caplog.text
 
