@@ -48,10 +48,11 @@ def everyday_section(results: Path) -> list[str]:
     return _everyday_lines(results) + _probe_lines(results) + _guard_lines(results) + _latency_lines(results)
 
 
-PROBES = {"everyday_probe2": "bench/everyday_probe2"}
+PROBES = {"everyday_probe2": "bench/everyday_probe2", "everyday_probe3": "bench/everyday_probe3"}
 """Probe sets written after the main set, in domains it does not cover: results
-`<name>_baselines.json` (`EVERYDAY_SET=... bench/everyday_baselines.py --out`) and
-`<name>_embedded.json` (`EVERYDAY_SET=... bench/eval_everyday.py --out`)."""
+`<name>_baselines.json` (`EVERYDAY_SET=... bench/everyday_baselines.py --out`),
+`<name>_embedded.json` (`EVERYDAY_SET=... bench/eval_everyday.py --out`) and, when it was run,
+`<name>_distributed.json` (the same with `--profile distributed`)."""
 
 
 def _probe_lines(results: Path) -> list[str]:
@@ -59,17 +60,20 @@ def _probe_lines(results: Path) -> list[str]:
 
     out: list[str] = []
     for name, folder in PROBES.items():
-        base, served = _load(results, f"{name}_baselines.json"), _load(results, f"{name}_embedded.json")
-        if base is None and served is None:
+        base = _load(results, f"{name}_baselines.json")
+        runs = [(profile, _load(results, f"{name}_{profile}.json")) for profile in ("embedded", "distributed")]
+        if base is None and not any(served for _, served in runs):
             continue
         rows = []
         for key, label in (("bm25", "BM25 baseline"), ("bm25_minilm_rrf", "BM25+MiniLM RRF baseline")):
             b = (((base or {}).get("baselines") or {}).get(key) or {}).get("never_abstain") or {}
             if b:
                 rows.append([label, *(_rate((b.get(split) or {}).get("found_rate")) for split, _ in _SPLITS), "–"])
-        if served and isinstance(served.get("summary"), dict):
+        for profile, served in runs:
+            if not (served and isinstance(served.get("summary"), dict)):
+                continue
             sm = served["summary"]
-            rows.append([f"manifold embedded (`{served.get('commit', '?')}`)",
+            rows.append([f"manifold {profile} (`{served.get('commit', '?')}`)",
                          *(_rate((sm.get(split) or {}).get("found_rate")) for split, _ in _SPLITS),
                          " / ".join(_rate((sm.get(split) or {}).get("abstention_rate")) for split, _ in _SPLITS)])
         corpus = (base or {}).get("corpus") or {}

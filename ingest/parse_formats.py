@@ -225,7 +225,10 @@ def read_text(content: bytes) -> list[Draft]:
     return text_drafts(decode_text(content, terminal=True))
 
 
-_BROKEN_WORD = re.compile(r"(?:^|[^\w-])([a-z]{2,})-$")
+_BROKEN_WORD = re.compile(r"(?:^|[^\w-])([a-z]{2,})([-\u2010\u00ad])$")
+"""A line ending in a lowercase word and a hyphen: ASCII `-`, or U+2010 HYPHEN / U+00AD SOFT
+HYPHEN, which groff and other typesetters emit only where they broke a word at the line's end
+(`man` under a UTF-8 locale writes `vari‐` / `ables`)."""
 _CONTINUATION = re.compile(r"[a-z]+[.,;:!?)\]'\"]*")
 _HYPHEN_PREFIXES = frozenset({"self", "non", "well", "all", "half", "cross", "ill", "built", "case", "ex"})
 """Prefixes written with a hyphen (`self-contained`): a line break after one keeps the hyphen."""
@@ -233,14 +236,15 @@ _HYPHEN_PREFIXES = frozenset({"self", "non", "well", "all", "half", "cross", "il
 
 def _hyphen_joined(previous: str, line: str) -> str | None:
     """`previous` + `line` as one word when `previous` ends in a line-break hyphen: a lowercase
-    word of two or more letters then `-`, and `line` opens with a lowercase word (`config-` +
-    `uration` -> `configuration`); None otherwise. After a hyphenated prefix (`self-`) the hyphen
-    stays. Dashes inside a line (`x-y`, `--option`) are never touched."""
+    word of two or more letters then a hyphen (`_BROKEN_WORD`), and `line` opens with a
+    lowercase word (`config-` + `uration` -> `configuration`, `de‐` + `crypt` -> `decrypt`);
+    None otherwise. After a hyphenated prefix (`self-`) the hyphen stays (as ASCII `-`); a soft
+    hyphen never does. Dashes inside a line (`x-y`, `--option`) are never touched."""
     match = _BROKEN_WORD.search(previous)
     first = line.split(maxsplit=1)[0] if line else ""
     if match is None or not _CONTINUATION.fullmatch(first):
         return None
-    kept = "-" if match.group(1) in _HYPHEN_PREFIXES else ""
+    kept = "-" if match.group(2) != "\u00ad" and match.group(1) in _HYPHEN_PREFIXES else ""
     return previous[:-1] + kept + line
 
 

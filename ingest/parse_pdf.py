@@ -102,7 +102,8 @@ def _pdf_paragraphs(lines: list[_Line]) -> list[_Line]:
             and not PARAGRAPH_START.match(line.text)
         )
         if prev is not None and joins:
-            hyphenated = prev.text.endswith("-") and prev.text[-2:-1].isalpha() and line.text[:1].islower()
+            hyphenated = (prev.text[-1:] in ("-", "\u2010", "\u00ad")  # ASCII, typesetter's or soft hyphen
+                          and prev.text[-2:-1].isalpha() and line.text[:1].islower())
             prev.text = prev.text[:-1] + line.text if hyphenated else f"{prev.text} {line.text}"
             prev.bottom = line.bottom
         else:

@@ -20,6 +20,22 @@ def test_line_break_hyphens_are_joined_and_real_dashes_kept() -> None:
                           "self-contained, and accepts the --dry-run and x-y options in any order at all.")
 
 
+def test_typesetter_hyphens_at_line_ends_are_joined() -> None:
+    """`man` under a UTF-8 locale breaks words with U+2010 HYPHEN; a soft hyphen (U+00AD) is a
+    break point too. After a hyphenated prefix the hyphen stays, as an ASCII one would."""
+    raw = ("       libcurl  reads  and  understands a set of environment variables that if\n"
+           "       set will control and change behaviors. This is the full list  of  vari\u2010\n"
+           "       ables  to set; other tools (such as Wireshark) can de\u2010\n"
+           "       crypt the traffic, and the self\u2010\n"
+           "       contained files are analy\u00ad\n"
+           "       sed as well.\n").encode()
+    [draft] = parse_formats.read_text(raw)
+    assert "full list of variables to set" in " ".join(draft.text.split())
+    assert "can decrypt the traffic" in draft.text
+    assert "self-contained files are analysed as well." in draft.text
+    assert "\u2010" not in draft.text and "\u00ad" not in draft.text
+
+
 @pytest.mark.parametrize("text", ["Set the value to X-\nY and go on with the rest of the sentence here.",
                                   "Use the option --no-\nverify for that case when it is really needed.",
                                   "The number 12-\n13 is a range and stays as it is written in here."])
