@@ -18,7 +18,10 @@ Guarantees of `judge(question, evidence, result, common)`:
   covered or the question has none. The asker's own words for their setup (`routing.terms.own_terms`:
   "my VM", "my ISP's smarthost") count as missing only when no other salient term is covered: a
   manual says "relay host" where a user says "my ISP's smarthost", and the passage that covers
-  the rest of the question answers it; alone, they are all the question names and count.
+  the rest of the question answers it; alone, they are all the question names and count, but
+  the verdict is then `partial`, never `no_answer`: the question's subject is in its everyday
+  words ("how do I make the clock jump at startup"), which no term check can judge, so the reply
+  keeps its passages and names the missing words.
 - Deterministic; no I/O (`common` is the caller's word list predicate).
 """
 
@@ -81,6 +84,8 @@ def judge(question: str, evidence: Sequence[Evidence], result: Mapping[str, Any]
         return None
     strong = set(technical_terms(question)) | {t for t in salient if find_identifiers(t)}
     quoted = {t for t in salient if t not in strong and " " in t and named_number(t) is None}
-    if len(missing) == len(salient) or any(t in strong or t in quoted for t in missing):
+    if any(t in strong or t in quoted for t in missing):
+        return Abstention("no_answer", missing)
+    if len(missing) == len(salient) and not all(t in own for t in missing):
         return Abstention("no_answer", missing)
     return Abstention("partial", missing)

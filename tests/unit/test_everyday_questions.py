@@ -175,6 +175,10 @@ def test_the_askers_own_words_for_their_setup_need_no_passage_when_the_rest_is_c
     # alone, they are all the question names: still missing
     verdict = abstain.judge("How do I tune my frobdb server?", ev, {}, everyday)
     assert verdict is not None and verdict.missing == ("frobdb",)
+    # ... but the question's subject is in its everyday words: partial, with its passages
+    assert verdict.status == "partial"
+    verdict = abstain.judge("How do I tune frobdb for my VM?", ev, {}, everyday)
+    assert verdict is not None and verdict.status == "no_answer" and verdict.missing == ("frobdb", "VM")
     # a capitalised name or an identifier after "my" can be what is asked about
     assert own_terms("Can I back up my Frobnitz with --dump?", ["Frobnitz", "--dump"]) == []
 
