@@ -16,7 +16,11 @@ Guarantees of `HybridExecutor.run(params, *, tenant_id, timeout_s)`:
   first `_TERM_POOL` fused chunks (with `params.terms`, the technical identifiers the question
   names, also the terms branch's hits that hold one) are then ordered by `query.pool.arrange`:
   navigation (tables of contents) after content, chunks holding more of the terms literally
-  first, the best two fused content chunks kept; then `params.limit` are kept.
+  first, the best two fused content chunks kept; then `params.limit` are kept. Before that, a
+  table of contents among the best fused hits whose entry matches the question is followed
+  (`query.contents`): one BM25 search of the entry within its document, after the branches and
+  within the step budget, and the section that holds the entry joins the pool at the contents'
+  place; `result["contents"]` lists what was followed (a failed search follows nothing).
   `result["fusion"]` names the method used.
 - Output hits carry the fused rank and score; each evidence item carries every branch's original
   rank in `claims["ranks"]`, the branches in `routes`, and merged duplicate ids in
@@ -35,9 +39,10 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, Protocol
 
+from manifold.query import contents
 from manifold.query.evidence import StoreClock, chunk_evidence, final_check, now_utc, require_list, unique
 from manifold.query.executors.vector import VectorExecutor
-from manifold.query.fusion import fuse
+from manifold.query.fusion import Fused, fuse
 from manifold.query.plan import BM25SearchParams, ExactLookupParams, HybridSearchParams, VectorSearchParams
 from manifold.query.pool import arrange, with_term_hits
 from manifold.query.types import Evidence, StepResult
@@ -103,6 +108,31 @@ class HybridExecutor:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
 
+    def _follow_contents(self, hits: Sequence[Fused], query: str, tenant_id: str,
+                         deadline: float) -> tuple[list[dict[str, Any]], list[Fused]]:
+        """The fused hits with the sections that the tables of contents among them list for the
+        question (`query.contents`), each found by a BM25 search of the entry within its
+        document; what was followed, for the trace. A failed or late search follows nothing."""
+        out, followed = list(hits), []
+        for toc, entry in contents.leads(out, query):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            try:
+                found = self._bm25.run(BM25SearchParams(query=entry[:1000], limit=5,
+                                                        document_ids=[toc.hit.document_id]),
+                                       tenant_id=tenant_id, timeout_s=remaining)
+            except Exception as exc:  # following is a refinement: the pool stands without it
+                followed.append({"document_id": toc.hit.document_id, "entry": entry,
+                                 "error": f"{type(exc).__name__}: {exc}"})
+                continue
+            section = contents.section_for(found.hits, entry)
+            followed.append({"document_id": toc.hit.document_id, "entry": entry,
+                             "chunk_id": section.chunk_id if section else None})
+            if section is not None:
+                out = contents.placed(out, toc, section)
+        return followed, out
+
     def run(self, params: HybridSearchParams, *, tenant_id: str, timeout_s: float) -> StepResult:
         docs = require_list(params.document_ids, "document_ids")
         ids = require_list(params.identifiers, "identifiers") or []
@@ -145,7 +175,8 @@ class HybridExecutor:
         fusion = fuse({b: r.hits for b, r in results.items()}, k=self._settings.rrf_k, weights=weights,
                       per_document_cap=params.per_document_cap, limit=depth_out, failed=failed, method=method,
                       document_support=self._settings.fusion_document_support)
-        fused = arrange(with_term_hits(fusion.hits, anchored.hits if anchored else (), params.terms),
+        followed, fusion_hits = self._follow_contents(fusion.hits, params.query, tenant_id, deadline - _GRACE_S)
+        fused = arrange(with_term_hits(fusion_hits, anchored.hits if anchored else (), params.terms),
                         params.terms, limit=params.limit, per_document_cap=params.per_document_cap,
                         query=params.query)
         clock = StoreClock()
@@ -184,6 +215,7 @@ class HybridExecutor:
                 "documents": [{"document_id": d.document_id, "version": d.version, "score": round(d.score, 6),
                                "chunk_ids": list(d.chunk_ids)}
                               for d in fusion.documents if d.document_id in kept_docs],
+                "contents": followed,
                 "dropped_inactive": dropped + sum(int(r.result.get("dropped_inactive", 0)) for r in results.values()),
             },
         )
