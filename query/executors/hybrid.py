@@ -113,7 +113,7 @@ class HybridExecutor:
         """The fused hits with the sections that the tables of contents among them list for the
         question (`query.contents`), each found by a BM25 search of the entry within its
         document; what was followed, for the trace. A failed or late search follows nothing."""
-        out, followed = list(hits), []
+        out, followed = list(hits), list[dict[str, Any]]()
         for toc, entry in contents.leads(out, query):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
