@@ -27,11 +27,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import replace
-from typing import Any
 
 from manifold.query.fusion import Fused
-from manifold.query.pool import is_navigation
+from manifold.query.pool import is_navigation, lift
 from manifold.query.routing.lexicon import QUESTION_WORDS, STOPWORDS
 from manifold.query.types import TextHit
 from manifold.shared import analysis
@@ -113,16 +111,5 @@ def section_for(hits: Sequence[TextHit], entry: str) -> TextHit | None:
 
 def placed(fused: Sequence[Fused], contents: Fused, section: TextHit) -> list[Fused]:
     """`fused` with `section` just before `contents` (module guarantees)."""
-    out = list(fused)
-    at = next(i for i, f in enumerate(out) if f is contents)
-    rank = at + 1
-    for i, f in enumerate(out):
-        if f.hit.chunk_id == section.chunk_id or section.chunk_id in f.merged_ids:
-            if i < at:
-                return out
-            moved: Any = replace(f, score=contents.score, ranks={**f.ranks, "contents": rank})
-            del out[i]
-            out.insert(at, moved)
-            return out
-    out.insert(at, Fused(hit=section, score=contents.score, ranks={"contents": rank}, identity=False))
-    return out
+    at = next(i for i, f in enumerate(fused) if f is contents)
+    return lift(fused, at, section, "contents")

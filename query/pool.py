@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from manifold.query.fusion import Fused
@@ -192,6 +193,24 @@ def with_term_hits(fused: Sequence[Fused], term_hits: Sequence[TextHit], terms: 
     extra = [Fused(hit=h, score=floor, ranks={"terms": h.rank}, identity=False)
              for h in term_hits if anchors and h.chunk_id not in seen and held(h, anchors)]
     return [*fused, *extra]
+
+
+def lift(fused: Sequence[Fused], at: int, hit: TextHit, branch: str) -> list[Fused]:
+    """`fused` with `hit` at index `at`, scored as the chunk it displaces there, its ranks those it
+    already had plus `branch` (rank `at + 1`); a hit already ranked at or above `at` stays where
+    it is. Used by the follow-up searches of the hybrid step (`query.contents`, `query.named`)."""
+    out = list(fused)
+    at = min(at, len(out))
+    score = out[at].score if at < len(out) else min((f.score for f in out), default=0.0)
+    for i, f in enumerate(out):
+        if f.hit.chunk_id == hit.chunk_id or hit.chunk_id in f.merged_ids:
+            if i <= at:
+                return out
+            del out[i]
+            out.insert(at, replace(f, score=score, ranks={**f.ranks, branch: at + 1}))
+            return out
+    out.insert(at, Fused(hit=hit, score=score, ranks={branch: at + 1}, identity=False))
+    return out
 
 
 def _navigation(f: Any) -> bool:

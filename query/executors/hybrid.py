@@ -20,7 +20,10 @@ Guarantees of `HybridExecutor.run(params, *, tenant_id, timeout_s)`:
   table of contents among the best fused hits whose entry matches the question is followed
   (`query.contents`): one BM25 search of the entry within its document, after the branches and
   within the step budget, and the section that holds the entry joins the pool at the contents'
-  place; `result["contents"]` lists what was followed (a failed search follows nothing).
+  place; and a document the question names by its file name (`query.named`: "openssl verify",
+  "the Artistic license") that has at most one chunk among the first `params.limit` gets its
+  best other passage for the question, from one BM25 search within it, third in the pool.
+  `result["contents"]` lists what was followed (a failed search follows nothing).
   `result["fusion"]` names the method used.
 - Output hits carry the fused rank and score; each evidence item carries every branch's original
   rank in `claims["ranks"]`, the branches in `routes`, and merged duplicate ids in
@@ -39,12 +42,12 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, Protocol
 
-from manifold.query import contents
+from manifold.query import contents, named
 from manifold.query.evidence import StoreClock, chunk_evidence, final_check, now_utc, require_list, unique
 from manifold.query.executors.vector import VectorExecutor
 from manifold.query.fusion import Fused, fuse
 from manifold.query.plan import BM25SearchParams, ExactLookupParams, HybridSearchParams, VectorSearchParams
-from manifold.query.pool import arrange, with_term_hits
+from manifold.query.pool import arrange, lift, with_term_hits
 from manifold.query.types import Evidence, StepResult
 from manifold.shared.config import QuerySettings
 from manifold.shared.errors import Transient
@@ -133,6 +136,25 @@ class HybridExecutor:
                 out = contents.placed(out, toc, section)
         return followed, out
 
+    def _follow_named(self, hits: list[Fused], query: str, document_id: str, tenant_id: str,
+                      deadline: float, limit: int) -> tuple[dict[str, Any], list[Fused]]:
+        """The fused hits with the best passage of a document the question names by its file name
+        (`query.named`) at `named.NAMED_AT`, found by a BM25 search of the question within that
+        document; what was searched, for the trace. A failed or late search adds nothing."""
+        trace: dict[str, Any] = {"document_id": document_id, "named": True}
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return {**trace, "error": "no time left"}, hits
+        try:
+            found = self._bm25.run(BM25SearchParams(query=query[:1000], limit=5, document_ids=[document_id]),
+                                   tenant_id=tenant_id, timeout_s=remaining)
+        except Exception as exc:  # a refinement: the pool stands without it
+            return {**trace, "error": f"{type(exc).__name__}: {exc}"}, hits
+        passage = named.passage_for(found.hits, query, document_id, (f.hit.chunk_id for f in hits[:limit]))
+        if passage is None:
+            return {**trace, "chunk_id": None}, hits
+        return {**trace, "chunk_id": passage.chunk_id}, lift(hits, named.NAMED_AT, passage, "named")
+
     def run(self, params: HybridSearchParams, *, tenant_id: str, timeout_s: float) -> StepResult:
         docs = require_list(params.document_ids, "document_ids")
         ids = require_list(params.identifiers, "identifiers") or []
@@ -176,6 +198,15 @@ class HybridExecutor:
                       per_document_cap=params.per_document_cap, limit=depth_out, failed=failed, method=method,
                       document_support=self._settings.fusion_document_support)
         followed, fusion_hits = self._follow_contents(fusion.hits, params.query, tenant_id, deadline - _GRACE_S)
+        found_docs = unique([*(f.hit.document_id for f in fusion_hits),
+                             *(h.document_id for r in results.values() for h in r.hits)])
+        shown = [f.hit.document_id for f in fusion_hits[:params.limit]]
+        for doc in named.named(params.query, found_docs):
+            if shown.count(doc) > named.SHOWN_ENOUGH:
+                continue  # the named document already has its passages in the evidence
+            searched, fusion_hits = self._follow_named(fusion_hits, params.query, doc, tenant_id,
+                                                       deadline - _GRACE_S, params.limit)
+            followed.append(searched)
         fused = arrange(with_term_hits(fusion_hits, anchored.hits if anchored else (), params.terms),
                         params.terms, limit=params.limit, per_document_cap=params.per_document_cap,
                         query=params.query)
