@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from manifold.query.contents import entry_text, leads, placed, section_for
 from manifold.query.fusion import Fused
 from manifold.query.types import TextHit
@@ -73,3 +75,53 @@ def test_the_section_joins_the_pool_at_the_contents_place() -> None:
     # already above it: left where it is
     first = [fused("s", section.text), toc]
     assert placed(first, toc, section) == first
+
+
+def test_the_hybrid_step_follows_the_contents_and_a_failed_follow_up_adds_nothing(monkeypatch: Any) -> None:
+    from contextlib import contextmanager
+
+    from manifold.query.executors import hybrid
+    from manifold.query.plan import HybridSearchParams
+    from manifold.query.types import StepResult
+    from manifold.shared.config import QuerySettings
+
+    section = hit("s27", "27 How do you make the daemon reload the config file?\n\nSend it a SIGHUP.", title="28 Other")
+    other = hit("x", "Unrelated prose about widgets.", doc="manual.pdf")
+    toc = hit("toc", FAQ_TOC, title="Contents")
+
+    class Branch:
+        def __init__(self, scoped: Any) -> None:
+            self.scoped, self.calls = scoped, []
+
+        def run(self, params: Any, **_: Any) -> StepResult:
+            self.calls.append(params)
+            if getattr(params, "document_ids", None):
+                return self.scoped(params)
+            return StepResult(hits=(toc.model_copy(update={"rank": 1}), other.model_copy(update={"rank": 2})))
+
+    class Db:
+        @contextmanager
+        def transaction(self, tenant_id: str) -> Any:
+            yield object()
+
+    monkeypatch.setattr(hybrid, "final_check", lambda conn, tenant, items: (list(items), 0))
+    question = "How do I get the network daemon to re-read its config file without restarting it?"
+
+    def found(params: Any) -> StepResult:
+        assert params.document_ids == ["faq.pdf"] and "reload the config file" in params.query
+        return StepResult(hits=(toc, section))
+
+    def broken(params: Any) -> StepResult:
+        raise TimeoutError("store slow")
+
+    for scoped, want in ((found, ["s27", "x", "toc"]), (broken, ["x", "toc"])):
+        bm25 = Branch(scoped)
+        executor = hybrid.HybridExecutor(Branch(scoped), bm25, Branch(scoped), Db(),  # type: ignore[arg-type]
+                                         QuerySettings())
+        try:
+            result = executor.run(HybridSearchParams(query=question, limit=5), tenant_id="t", timeout_s=5)
+        finally:
+            executor.close()
+        assert [h.chunk_id for h in result.hits] == want  # at the contents' place; navigation sorts last
+        assert result.result["contents"][0]["entry"] == "How do you make the daemon reload the config file?"
+        assert ("error" in result.result["contents"][0]) == (scoped is broken)
