@@ -3,8 +3,8 @@
 Publishes the first `--docs` SciFact abstracts under a fresh tenant (as bench/ingest_throughput.py
 does), drains the embedded pipeline once under cProfile and writes to `--out` (default
 bench/results/ingest_profile_embedded.txt): per-stage busy seconds, the PostgreSQL round trips
-(psycopg `execute` calls) per document and their callers, and the 40 functions with the most
-cumulative time. The model's own time is in the `encode` rows; everything else is what a faster
+(psycopg `execute` calls) per document and their callers, the 40 functions with the most
+cumulative time and the parse stage's time inside unstructured's partitioners. The model's own time is in the `encode` rows; everything else is what a faster
 pipeline would have to remove.
 
 Usage: .venv/bin/python bench/ingest_profile.py [--docs 300]
@@ -67,6 +67,7 @@ def main() -> None:
     text.write(f"PostgreSQL round trips (psycopg execute/executemany): {trips} = {trips / len(docs):.1f} per document\n\n")
     stats.sort_stats("cumulative").print_callers(r"psycopg/connection.py:\d+\(execute\)")
     stats.sort_stats("cumulative").print_stats(40)
+    stats.sort_stats("cumulative").print_stats(r"unstructured/partition", 15)  # the parse stage's library time
     args.out.write_text(text.getvalue())
     print(text.getvalue().splitlines()[0])
     print(f"wrote {args.out}")
