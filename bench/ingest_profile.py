@@ -39,6 +39,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--docs", type=int, default=300)
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "ingest_profile_embedded.txt")
+    ap.add_argument("--stats", type=Path, default=None, help="also save the raw cProfile stats here (pstats)")
     args = ap.parse_args()
     os.environ.setdefault("MANIFOLD_QUERY__ALLOW_DEV_KEY", "true")  # local bench stack: development keys
     base = ManifoldSettings()
@@ -55,6 +56,8 @@ def main() -> None:
     elapsed = time.perf_counter() - t0
     stages = it._stages(clock)
     profile.close()
+    if args.stats is not None:
+        prof.dump_stats(str(args.stats))
 
     text = io.StringIO()
     stats = pstats.Stats(prof, stream=text)

@@ -152,7 +152,10 @@ SELECT document_id, version, relation_id, type, source_id, target_id, properties
 FROM manifold.graph_edges WHERE {_IN_KEYS}
 """
 _SET_ACTIVE = [
-    f"UPDATE manifold.{t} SET active = %(active)s WHERE {_KEY} AND active IS DISTINCT FROM %(active)s"
+    f"UPDATE manifold.{t} x SET active = %(active)s "
+    "FROM unnest(%(documents)s::text[], %(versions)s::integer[]) AS k(document_id, version) "
+    "WHERE x.tenant_id = %(tenant)s AND x.document_id = k.document_id AND x.version = k.version "
+    "AND x.active IS DISTINCT FROM %(active)s"
     for t in ("graph_edges", "graph_mentions", "graph_versions")
 ]
 _PER_VERSION = """
@@ -300,13 +303,16 @@ class PostgresGraphStore:
         self.set_serving_many(tenant_id, [(document_id, version)], serving)
 
     def set_serving_many(self, tenant_id: str, keys: Sequence[tuple[str, int]], serving: bool) -> None:
-        """`set_serving` for each version, all in one transaction; idempotent."""
+        """`set_serving` for every version in one transaction: one statement per table for the
+        whole batch; idempotent."""
         mf.check_tenant(tenant_id)
+        if not keys:
+            return
+        documents, versions = vb.key_arrays(keys)
+        args = {"tenant": tenant_id, "documents": documents, "versions": versions, "active": bool(serving)}
         with self._db.transaction(tenant_id) as conn:
-            for document_id, version in sorted(set(keys)):
-                key = {"tenant": tenant_id, "document_id": document_id, "version": version, "active": bool(serving)}
-                for statement in _SET_ACTIVE:
-                    conn.execute(statement, key)
+            for statement in _SET_ACTIVE:
+                conn.execute(statement, args)
 
     def _per_version(self, tenant_id: str) -> dict[tuple[str, int], tuple[int, int]]:
         out: dict[tuple[str, int], tuple[int, int]] = {}
