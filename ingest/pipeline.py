@@ -18,14 +18,17 @@ The `*_batch` variants take a runner's micro-batch and return one outcome per me
 its result or the exception that message alone raised. They run the same per-message code, with
 each tenant's staging reads and writes (and stale checks) in one transaction per store
 (`version_batches.together`: a savepoint per call, one commit per tenant and batch), so a batch
-costs one commit instead of one per payload. A fault of that commit fails the batch as a whole,
-and the runner then handles each message alone.
+costs one commit instead of one per payload. Within it, the payloads the group reads are fetched
+with one statement before its first message and the payloads it writes are stored with one
+statement after its last (`StagedIO`), not one round trip (and savepoint) per payload. A fault
+of that write or of the commit fails the batch as a whole, and the runner then handles each
+message alone.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from manifold.ingest import chunk, embed, embedding_migration, extract, load, parse
@@ -100,11 +103,25 @@ def _is_stale(ports: Ports, tenant_id: str, document_id: str, version: int) -> b
     return newest is not None and newest > version
 
 
-def _store(ports: Ports, notice_from: StageNotice | DocumentUpserted, stage: str, body: bytes) -> StageNotice:
+@dataclass
+class StagedIO:
+    """One tenant group's staging I/O inside `each_by_tenant`: `read` holds the payloads its
+    messages will read (fetched with one statement before the first message), `written` the
+    payloads they stored (written with one statement after the last, before the commit)."""
+
+    read: dict[tuple[str, str], bytes] = field(default_factory=dict)
+    written: list[tuple[str, str, bytes]] = field(default_factory=list)
+
+
+def _store(ports: Ports, notice_from: StageNotice | DocumentUpserted, stage: str, body: bytes,
+           io: StagedIO | None = None) -> StageNotice:
     key = payload_key(
         notice_from.tenant_id, notice_from.document_id, notice_from.version, ports.versions.fingerprint()
     )
-    ports.staging.put_payload(notice_from.tenant_id, key, stage, body)
+    if io is None:
+        ports.staging.put_payload(notice_from.tenant_id, key, stage, body)
+    else:
+        io.written.append((key, stage, body))
     return StageNotice(
         event_id=notice_from.event_id,
         tenant_id=notice_from.tenant_id,
@@ -115,11 +132,14 @@ def _store(ports: Ports, notice_from: StageNotice | DocumentUpserted, stage: str
     )
 
 
-def _load(ports: Ports, notice: StageNotice, expected_stage: str) -> bytes | None:
-    """The notice's payload; None when it is missing because the version was superseded (its
-    document was deleted or updated while it was in flight, and erasure removed the payload)."""
+def _load(ports: Ports, notice: StageNotice, expected_stage: str, io: StagedIO | None = None) -> bytes | None:
+    """The notice's payload (from `io.read` when it was fetched with its group); None when it is
+    missing because the version was superseded (its document was deleted or updated while it was
+    in flight, and erasure removed the payload)."""
     if notice.stage != expected_stage:
         raise BadInput(f"expected a '{expected_stage}' notice, got '{notice.stage}'")
+    if io is not None and (notice.payload_key, notice.stage) in io.read:
+        return io.read[(notice.payload_key, notice.stage)]
     try:
         return ports.staging.get_payload(notice.tenant_id, notice.payload_key, notice.stage)
     except StagedItemMissing:
@@ -128,7 +148,7 @@ def _load(ports: Ports, notice: StageNotice, expected_stage: str) -> bytes | Non
         raise
 
 
-def run_parse(event: DocumentUpserted, ports: Ports) -> StageNotice | None:
+def run_parse(event: DocumentUpserted, ports: Ports, io: StagedIO | None = None) -> StageNotice | None:
     if _is_stale(ports, event.tenant_id, event.document_id, event.version):
         return None
     if event.size > ports.settings.max_document_bytes:
@@ -146,33 +166,45 @@ def run_parse(event: DocumentUpserted, ports: Ports) -> StageNotice | None:
         metadata=event.metadata,
     )
     parsed = parse.handle(doc, content, ports.versions)
-    return _store(ports, event, "parsed", parsed.model_dump_json().encode())
+    return _store(ports, event, "parsed", parsed.model_dump_json().encode(), io)
 
 
-def each_by_tenant(tenants: Sequence[str], ports: Ports, step: Callable[[int], Result]) -> list[Result | Exception]:
-    """`step(i)` for each index i of `tenants`, grouped by tenant, each tenant's group inside one
-    staging and one relational transaction (see the module docstring); the exception `step(i)`
-    raised is outcome i."""
+def each_by_tenant(tenants: Sequence[str], ports: Ports, step: Callable[[int, StagedIO], Result],
+                   reads: Sequence[tuple[str, str] | None] | None = None) -> list[Result | Exception]:
+    """`step(i, io)` for each index i of `tenants`, grouped by tenant, each tenant's group inside
+    one staging and one relational transaction (see the module docstring); the exception
+    `step(i, io)` raised is outcome i. `reads[i]` names the (key, stage) payload message i reads:
+    the group's are fetched into `io.read` with one statement first; what the steps put in
+    `io.written` is stored with one statement after the group's last step."""
     outcomes: list[Result | Exception | None] = [None] * len(tenants)
     by_tenant: dict[str, list[int]] = {}
     for i, tenant in enumerate(tenants):
         by_tenant.setdefault(tenant, []).append(i)
     for tenant, where in by_tenant.items():
         with together((ports.staging, ports.relational), tenant):
+            io = StagedIO()
+            wanted = [r for i in where if reads is not None and (r := reads[i]) is not None]
+            if wanted:
+                io.read = ports.staging.get_payloads(tenant, wanted)
             for i in where:
                 try:
-                    outcomes[i] = step(i)
+                    outcomes[i] = step(i, io)
                 except Exception as err:  # noqa: BLE001 - this message's own outcome
                     outcomes[i] = err
+            ports.staging.put_payloads(tenant, io.written)  # a fault here fails the batch as a whole
     return outcomes  # type: ignore[return-value]  # every index set above
 
 
-def run_chunk(notice: StageNotice, ports: Ports) -> StageNotice | None:
-    raw = _load(ports, notice, "parsed")
+def _reads(notices: Sequence[StageNotice]) -> list[tuple[str, str] | None]:
+    return [(n.payload_key, n.stage) for n in notices]
+
+
+def run_chunk(notice: StageNotice, ports: Ports, io: StagedIO | None = None) -> StageNotice | None:
+    raw = _load(ports, notice, "parsed", io)
     if raw is None:
         return None
     parsed = ParsedDocument.model_validate_json(raw)
-    return _store(ports, notice, "chunked", chunk.handle(parsed).model_dump_json().encode())
+    return _store(ports, notice, "chunked", chunk.handle(parsed).model_dump_json().encode(), io)
 
 
 def run_embed(notice: StageNotice, ports: Ports) -> StageNotice | None:
@@ -182,8 +214,8 @@ def run_embed(notice: StageNotice, ports: Ports) -> StageNotice | None:
     return outcome
 
 
-def _chunked(ports: Ports, notice: StageNotice) -> ChunkedDocument | None:
-    raw = _load(ports, notice, "chunked")
+def _chunked(ports: Ports, notice: StageNotice, io: StagedIO | None = None) -> ChunkedDocument | None:
+    raw = _load(ports, notice, "chunked", io)
     return None if raw is None else ChunkedDocument.model_validate_json(raw)
 
 
@@ -192,34 +224,35 @@ def run_embed_batch(notices: list[StageNotice], ports: Ports) -> list[StageNotic
     first); one outcome per notice: its StageNotice, None (superseded), or the exception that
     document raised."""
     tenants = [n.tenant_id for n in notices]
-    loaded = each_by_tenant(tenants, ports, lambda i: _chunked(ports, notices[i]))
+    loaded = each_by_tenant(tenants, ports, lambda i, io: _chunked(ports, notices[i], io), _reads(notices))
     docs = [d for d in loaded if isinstance(d, ChunkedDocument)]
     encoded = iter(embed.handle_batch(docs, ports.embedder, ports.cache))
     results = [next(encoded) if isinstance(d, ChunkedDocument) else d for d in loaded]
 
-    def store(i: int) -> StageNotice | None:
+    def store(i: int, io: StagedIO) -> StageNotice | None:
         result = results[i]
         if isinstance(result, Exception):
             raise result
         if result is None:
             return None
-        return _store(ports, notices[i], "embedded", result.model_dump_json().encode())
+        return _store(ports, notices[i], "embedded", result.model_dump_json().encode(), io)
 
     return each_by_tenant(tenants, ports, store)
 
 
 def run_chunk_batch(notices: list[StageNotice], ports: Ports) -> list[StageNotice | None | Exception]:
     """`run_chunk` for each notice, its staging I/O batched per tenant (module docstring)."""
-    return each_by_tenant([n.tenant_id for n in notices], ports, lambda i: run_chunk(notices[i], ports))
+    return each_by_tenant([n.tenant_id for n in notices], ports, lambda i, io: run_chunk(notices[i], ports, io),
+                          _reads(notices))
 
 
-def run_extract(notice: StageNotice, ports: Ports) -> StageNotice | None:
-    raw = _load(ports, notice, "embedded")
+def run_extract(notice: StageNotice, ports: Ports, io: StagedIO | None = None) -> StageNotice | None:
+    raw = _load(ports, notice, "embedded", io)
     if raw is None:
         return None
     embedded = EmbeddedDocument.model_validate_json(raw)
     extracted = extract.handle(embedded, column_map=ports.settings.record_column_map)
-    return _store(ports, notice, "extracted", extracted.model_dump_json().encode())
+    return _store(ports, notice, "extracted", extracted.model_dump_json().encode(), io)
 
 
 def run_load(notice: StageNotice, ports: Ports) -> LoadNotice | None:
@@ -237,23 +270,24 @@ def run_load(notice: StageNotice, ports: Ports) -> LoadNotice | None:
 
 def run_extract_batch(notices: list[StageNotice], ports: Ports) -> list[StageNotice | None | Exception]:
     """`run_extract` for each notice, its staging I/O batched per tenant (module docstring)."""
-    return each_by_tenant([n.tenant_id for n in notices], ports, lambda i: run_extract(notices[i], ports))
+    return each_by_tenant([n.tenant_id for n in notices], ports, lambda i, io: run_extract(notices[i], ports, io),
+                          _reads(notices))
 
 
 def run_load_batch(notices: list[StageNotice], ports: Ports) -> list[LoadNotice | None | Exception]:
     """`run_load` for several notices: stale versions are skipped (None), the rest are written
     with `load.handle_batch` (one transaction per store and tenant); one outcome per notice."""
-    def read(i: int) -> ExtractedDocument | None:
+    def read(i: int, io: StagedIO) -> ExtractedDocument | None:
         n = notices[i]
         if _is_stale(ports, n.tenant_id, n.document_id, n.version):
             return None
-        raw = _load(ports, n, "extracted")
+        raw = _load(ports, n, "extracted", io)
         return None if raw is None else ExtractedDocument.model_validate_json(raw)
 
     outcomes: list[LoadNotice | None | Exception] = [None] * len(notices)
     where: list[int] = []
     docs: list[ExtractedDocument] = []
-    for i, doc in enumerate(each_by_tenant([n.tenant_id for n in notices], ports, read)):
+    for i, doc in enumerate(each_by_tenant([n.tenant_id for n in notices], ports, read, _reads(notices))):
         if isinstance(doc, ExtractedDocument):
             where.append(i)
             docs.append(doc)

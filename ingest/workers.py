@@ -163,19 +163,21 @@ def _notice_out(topic: str) -> Callable[[StageNotice], Output]:
     return route
 
 
-def _parse_step(ports: pipeline.Ports) -> Callable[[DocumentUpserted | DocumentDeleted], Any]:
-    def step(event: DocumentUpserted | DocumentDeleted) -> StageNotice | DocumentDeleted | None:
-        if isinstance(event, DocumentDeleted):
-            return event  # the publisher applies deletes across every store
-        return pipeline.run_parse(event, ports)
+def _parse_one(event: DocumentUpserted | DocumentDeleted, ports: pipeline.Ports,
+               io: pipeline.StagedIO | None = None) -> StageNotice | DocumentDeleted | None:
+    if isinstance(event, DocumentDeleted):
+        return event  # the publisher applies deletes across every store
+    return pipeline.run_parse(event, ports, io)
 
-    return step
+
+def _parse_step(ports: pipeline.Ports) -> Callable[[DocumentUpserted | DocumentDeleted], Any]:
+    return lambda event: _parse_one(event, ports)
 
 
 def _parse_batch(ports: pipeline.Ports) -> Callable[[list[DocumentUpserted | DocumentDeleted]], list[Any]]:
     """`_parse_step` for a micro-batch, its staging I/O and stale checks batched per tenant."""
-    step = _parse_step(ports)
-    return lambda events: pipeline.each_by_tenant([e.tenant_id for e in events], ports, lambda i: step(events[i]))
+    return lambda events: pipeline.each_by_tenant([e.tenant_id for e in events], ports,
+                                                  lambda i, io: _parse_one(events[i], ports, io))
 
 
 def _sink(role: str) -> str:

@@ -121,6 +121,15 @@ class StagingStore(Protocol):
     def get_payload(self, tenant_id: str, key: str, stage: str) -> bytes:
         ...
 
+    def put_payloads(self, tenant_id: str, items: Sequence[tuple[str, str, bytes]]) -> None:
+        """`put_payload` for each (key, stage, payload) at once (a stage's micro-batch)."""
+        ...
+
+    def get_payloads(self, tenant_id: str, items: Sequence[tuple[str, str]]) -> dict[tuple[str, str], bytes]:
+        """`get_payload` for each (key, stage) at once; a missing payload is absent from the
+        result instead of raising."""
+        ...
+
     def superseded(self, tenant_id: str, document_id: str, version: int) -> bool:
         """True when `version` will never be served: the upstream ledger handed out a newer
         version (an update or a delete), or a newer, deleted or purged version is on record.

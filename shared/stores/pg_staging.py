@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import re
+from collections.abc import Sequence
 
 from psycopg import sql
 
@@ -78,14 +79,7 @@ class PostgresStagingStore:
     def put_payload(self, tenant_id: str, key: str, stage: str, payload: bytes) -> None:
         _check_payload_key(key, stage)
         with self._db.transaction(tenant_id) as conn:
-            conn.execute(
-                sql.SQL(
-                    "INSERT INTO {t} (tenant_id, key, stage, payload, sha256) VALUES (%s, %s, %s, %s, %s) "
-                    "ON CONFLICT (tenant_id, key, stage) DO UPDATE SET payload = EXCLUDED.payload, "
-                    "sha256 = EXCLUDED.sha256, updated_at = now() WHERE {t}.sha256 <> EXCLUDED.sha256"
-                ).format(t=schema_table("stage_payloads")),
-                (tenant_id, key, stage, payload, hashlib.sha256(payload).hexdigest()),
-            )
+            conn.execute(_PUT_PAYLOAD, (tenant_id, key, stage, payload, hashlib.sha256(payload).hexdigest()))
 
     def get_payload(self, tenant_id: str, key: str, stage: str) -> bytes:
         _check_payload_key(key, stage)
@@ -98,6 +92,32 @@ class PostgresStagingStore:
         if row is None:
             raise StagedItemMissing(f"no {stage} payload under key {key!r} for tenant {tenant_id}")
         return _verified(bytes(row[0]), row[1], f"{stage} payload {key!r}")
+
+    def put_payloads(self, tenant_id: str, items: Sequence[tuple[str, str, bytes]]) -> None:
+        """`put_payload` for each (key, stage, payload), in one transaction and one pipelined
+        round trip; the last of several writes under one (key, stage) wins, as it would alone."""
+        last = {(key, stage): payload for key, stage, payload in items}
+        for key, stage in last:
+            _check_payload_key(key, stage)
+        if not last:
+            return
+        with self._db.transaction(tenant_id) as conn, conn.cursor() as cur:
+            cur.executemany(_PUT_PAYLOAD, [(tenant_id, key, stage, payload, hashlib.sha256(payload).hexdigest())
+                                           for (key, stage), payload in sorted(last.items())])
+
+    def get_payloads(self, tenant_id: str, items: Sequence[tuple[str, str]]) -> dict[tuple[str, str], bytes]:
+        """The stored payload of each (key, stage) with ONE statement, each verified as by
+        `get_payload` (a corrupt one raises `BadInput`); a missing one is absent from the result
+        (the caller decides: `get_payload` would raise `StagedItemMissing`)."""
+        wanted = sorted(set(items))
+        for key, stage in wanted:
+            _check_payload_key(key, stage)
+        if not wanted:
+            return {}
+        with self._db.transaction(tenant_id) as conn:
+            rows = conn.execute(_GET_PAYLOADS, ([k for k, _ in wanted], [s for _, s in wanted], tenant_id)).fetchall()
+        return {(key, stage): _verified(bytes(payload), sha, f"{stage} payload {key!r}")
+                for key, stage, payload, sha in rows}
 
     def superseded(self, tenant_id: str, document_id: str, version: int) -> bool:
         with self._db.transaction(tenant_id) as conn:
@@ -118,6 +138,16 @@ class PostgresStagingStore:
         return {"stage_payloads": payloads, "staging_blobs": blobs}
 
 
+_PUT_PAYLOAD = sql.SQL(
+    "INSERT INTO {t} (tenant_id, key, stage, payload, sha256) VALUES (%s, %s, %s, %s, %s) "
+    "ON CONFLICT (tenant_id, key, stage) DO UPDATE SET payload = EXCLUDED.payload, "
+    "sha256 = EXCLUDED.sha256, updated_at = now() WHERE {t}.sha256 <> EXCLUDED.sha256"
+).format(t=schema_table("stage_payloads"))
+_GET_PAYLOADS = sql.SQL(
+    "SELECT p.key, p.stage, p.payload, p.sha256 FROM {t} p "
+    "JOIN unnest(%s::text[], %s::text[]) AS w(key, stage) ON p.key = w.key AND p.stage = w.stage "
+    "WHERE p.tenant_id = %s"
+).format(t=schema_table("stage_payloads"))
 _SUPERSEDED = """
 SELECT EXISTS (SELECT 1 FROM manifold.upstream_versions u
                 WHERE u.tenant_id = %(tenant)s AND u.document_id = %(doc)s AND u.version > %(version)s)
