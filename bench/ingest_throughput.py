@@ -54,6 +54,9 @@ from manifold.ingest import ROLES, embed
 from manifold.shared import metrics
 from manifold.shared.config import ManifoldSettings
 
+sys.path.insert(0, str(Path(__file__).parent))
+from metrics_eval import commit, machine  # noqa: E402  (the benches' shared commit and machine record)
+
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "beir-scifact" / "corpus.jsonl"
 SERVERS = {"embedded": ("postgres",), "distributed": ("postgres", "kafka", "elasticsearch", "neo4j")}
 
@@ -508,7 +511,8 @@ def main() -> None:
     raw_cps = len(texts) / encode_s
     result = {
         "profile": args.profile,
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+        "commit": commit(),
+        "machine": {**machine(), "cpus": os.cpu_count(), "python": platform.python_version(),
                     "note": "shared with other engineers' test runs: absolute numbers are noisy, the ratio "
                             "to the raw encode measured in the same run is what counts"},
         "corpus": f"BEIR SciFact corpus.jsonl, first {len(docs)} abstracts with text (title + abstract, text/plain)",

@@ -98,19 +98,25 @@ class Ports:
     """Embedding cache (vectors by exact text); None encodes every chunk."""
 
 
-def _is_stale(ports: Ports, tenant_id: str, document_id: str, version: int) -> bool:
-    newest = ports.relational.newest_version(tenant_id, document_id)
-    return newest is not None and newest > version
-
-
 @dataclass
 class StagedIO:
     """One tenant group's staging I/O inside `each_by_tenant`: `read` holds the payloads its
     messages will read (fetched with one statement before the first message), `written` the
-    payloads they stored (written with one statement after the last, before the commit)."""
+    payloads they stored (written with one statement after the last, before the commit),
+    `newest` the newest loaded version of each document the group's stale checks ask about (one
+    statement; None: each check asks the store)."""
 
     read: dict[tuple[str, str], bytes] = field(default_factory=dict)
     written: list[tuple[str, str, bytes]] = field(default_factory=list)
+    newest: dict[str, int] | None = None
+
+
+def _is_stale(ports: Ports, tenant_id: str, document_id: str, version: int, io: StagedIO | None = None) -> bool:
+    if io is not None and io.newest is not None:
+        newest = io.newest.get(document_id)
+    else:
+        newest = ports.relational.newest_version(tenant_id, document_id)
+    return newest is not None and newest > version
 
 
 def _store(ports: Ports, notice_from: StageNotice | DocumentUpserted, stage: str, body: bytes,
@@ -149,7 +155,7 @@ def _load(ports: Ports, notice: StageNotice, expected_stage: str, io: StagedIO |
 
 
 def run_parse(event: DocumentUpserted, ports: Ports, io: StagedIO | None = None) -> StageNotice | None:
-    if _is_stale(ports, event.tenant_id, event.document_id, event.version):
+    if _is_stale(ports, event.tenant_id, event.document_id, event.version, io):
         return None
     if event.size > ports.settings.max_document_bytes:
         raise BadInput(f"document is {event.size} bytes; the limit is {ports.settings.max_document_bytes}")
@@ -170,12 +176,16 @@ def run_parse(event: DocumentUpserted, ports: Ports, io: StagedIO | None = None)
 
 
 def each_by_tenant(tenants: Sequence[str], ports: Ports, step: Callable[[int, StagedIO], Result],
-                   reads: Sequence[tuple[str, str] | None] | None = None) -> list[Result | Exception]:
+                   reads: Sequence[tuple[str, str] | None] | None = None,
+                   documents: Sequence[str] | None = None) -> list[Result | Exception]:
     """`step(i, io)` for each index i of `tenants`, grouped by tenant, each tenant's group inside
     one staging and one relational transaction (see the module docstring); the exception
     `step(i, io)` raised is outcome i. `reads[i]` names the (key, stage) payload message i reads:
     the group's are fetched into `io.read` with one statement first; what the steps put in
-    `io.written` is stored with one statement after the group's last step."""
+    `io.written` is stored with one statement after the group's last step. With `documents`
+    (message i's document), the newest loaded version of each is read into `io.newest` first,
+    for the steps' stale checks: nothing a step of the group writes changes it (parse writes
+    staging only, load reads before it writes)."""
     outcomes: list[Result | Exception | None] = [None] * len(tenants)
     by_tenant: dict[str, list[int]] = {}
     for i, tenant in enumerate(tenants):
@@ -186,6 +196,8 @@ def each_by_tenant(tenants: Sequence[str], ports: Ports, step: Callable[[int, St
             wanted = [r for i in where if reads is not None and (r := reads[i]) is not None]
             if wanted:
                 io.read = ports.staging.get_payloads(tenant, wanted)
+            if documents is not None:
+                io.newest = ports.relational.newest_versions(tenant, [documents[i] for i in where])
             for i in where:
                 try:
                     outcomes[i] = step(i, io)
@@ -279,7 +291,7 @@ def run_load_batch(notices: list[StageNotice], ports: Ports) -> list[LoadNotice 
     with `load.handle_batch` (one transaction per store and tenant); one outcome per notice."""
     def read(i: int, io: StagedIO) -> ExtractedDocument | None:
         n = notices[i]
-        if _is_stale(ports, n.tenant_id, n.document_id, n.version):
+        if _is_stale(ports, n.tenant_id, n.document_id, n.version, io):
             return None
         raw = _load(ports, n, "extracted", io)
         return None if raw is None else ExtractedDocument.model_validate_json(raw)
@@ -287,7 +299,8 @@ def run_load_batch(notices: list[StageNotice], ports: Ports) -> list[LoadNotice 
     outcomes: list[LoadNotice | None | Exception] = [None] * len(notices)
     where: list[int] = []
     docs: list[ExtractedDocument] = []
-    for i, doc in enumerate(each_by_tenant([n.tenant_id for n in notices], ports, read, _reads(notices))):
+    for i, doc in enumerate(each_by_tenant([n.tenant_id for n in notices], ports, read, _reads(notices),
+                                           [n.document_id for n in notices])):
         if isinstance(doc, ExtractedDocument):
             where.append(i)
             docs.append(doc)

@@ -177,7 +177,8 @@ def _parse_step(ports: pipeline.Ports) -> Callable[[DocumentUpserted | DocumentD
 def _parse_batch(ports: pipeline.Ports) -> Callable[[list[DocumentUpserted | DocumentDeleted]], list[Any]]:
     """`_parse_step` for a micro-batch, its staging I/O and stale checks batched per tenant."""
     return lambda events: pipeline.each_by_tenant([e.tenant_id for e in events], ports,
-                                                  lambda i, io: _parse_one(events[i], ports, io))
+                                                  lambda i, io: _parse_one(events[i], ports, io),
+                                                  documents=[e.document_id for e in events])
 
 
 def _sink(role: str) -> str:

@@ -83,6 +83,10 @@ class RelationalStore(VersionStore, Protocol):
         ...), or None. Lets a stage skip a version older than one already loaded."""
         ...
 
+    def newest_versions(self, tenant_id: str, document_ids: Sequence[str]) -> dict[str, int]:
+        """`newest_version` of each document at once; a document without a version is absent."""
+        ...
+
 
 @runtime_checkable
 class TextIndex(VersionStore, Protocol):

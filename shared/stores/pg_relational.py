@@ -235,6 +235,18 @@ class PostgresRelationalStore:
             ).fetchone()
         return None if row is None or row[0] is None else int(row[0])
 
+    def newest_versions(self, tenant_id: str, document_ids: Sequence[str]) -> dict[str, int]:
+        """`newest_version` of each document with one statement."""
+        if not document_ids:
+            return {}
+        with self._db.transaction(tenant_id, snapshot=True) as conn:
+            rows = conn.execute(
+                sql.SQL("SELECT document_id, max(version) FROM {} WHERE tenant_id = %s AND document_id = ANY(%s) "
+                        "GROUP BY document_id").format(schema_table("document_versions")),
+                (tenant_id, sorted(set(document_ids))),
+            ).fetchall()
+        return {str(d): int(v) for d, v in rows}
+
     def held_versions(self, tenant_id: str) -> set[tuple[str, int]]:
         """Every (document, version) with a version row for the tenant (children cannot exist
         without one: foreign keys)."""

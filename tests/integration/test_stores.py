@@ -241,6 +241,9 @@ def test_new_version_is_staged_and_money_is_exact(stores: Stores, tenants, pg_ro
     stores.load(build_doc(tenants[0], version=2))
     assert stores.relational.newest_version(tenants[0], "contract-7") == 2
     assert stores.relational.newest_version(tenants[1], "contract-7") is None
+    # the batched read a stage's stale checks use says the same, per tenant
+    assert stores.relational.newest_versions(tenants[0], ["contract-7", "never-loaded"]) == {"contract-7": 2}
+    assert stores.relational.newest_versions(tenants[1], ["contract-7"]) == {}
     with psycopg.connect(pg_roles["admin"]) as conn:
         states = conn.execute("SELECT state FROM manifold.document_versions WHERE tenant_id = %s",
                               (tenants[0],)).fetchall()
@@ -405,6 +408,13 @@ def test_staging_store_round_trip(stores: Stores, tenants) -> None:
         staging.get_blob(a, "0" * 64)
     with pytest.raises(StagedItemMissing):
         staging.get_payload(a, "tenant/doc@3", "embed")
+    # a stage's micro-batch: one write and one read for several payloads, same rules
+    staging.put_payloads(a, [("tenant/doc@4", "parse", b"four"), ("tenant/doc@4", "parse", b"five"),
+                             ("tenant/doc@5", "parse", b"six")])
+    assert staging.get_payloads(a, [("tenant/doc@4", "parse"), ("tenant/doc@5", "parse"),
+                                    ("tenant/doc@3", "chunk"), ("tenant/doc@6", "parse")]) == {
+        ("tenant/doc@4", "parse"): b"five", ("tenant/doc@5", "parse"): b"six", ("tenant/doc@3", "chunk"): b"three"}
+    assert staging.get_payloads(tenants[1], [("tenant/doc@4", "parse")]) == {}  # another tenant's: absent
 
 
 def test_store_outages_are_transient(settings, tenants) -> None:
