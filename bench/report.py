@@ -105,7 +105,7 @@ def _ingest_run(results: Path, name: str, data: dict[str, Any]) -> list[str]:
          f"{replay.get('changed_vector_checksums')} / {replay.get('drift')} / {replay.get('duplicate_active_versions')}"
          if replay.get("measured") else "not measured for this profile"],
     ])
-    stages = data.get("stages") or {}
+    stages = {s: v for s, v in (data.get("stages") or {}).items() if v.get("messages")}  # roles that ran
     if stages:
         out += ["", "Per stage (messages ÷ the time that stage's handler was busy, i.e. what it could sustain alone; "
                 "in the distributed profile every stage runs in one process, so busy time includes waiting for "
