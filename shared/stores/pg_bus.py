@@ -36,6 +36,28 @@ _NEXT_OFFSET = (
     "AND partition = %(partition)s), (SELECT next_offset FROM manifold.bus_partitions WHERE topic = %(topic)s "
     "AND partition = %(partition)s), 0)")
 
+_FETCH = (
+    # each partition read from its position by a bounded index range scan (at most `limit` rows
+    # each), then merged: one join over the partitions let the planner scan the whole topic per
+    # fetch (a parallel sequential scan, ~22 ms at 130,000 messages and growing with the log)
+    'SELECT m.partition, m."offset", m.key, m.value, m.headers, m.ts '
+    "FROM unnest(%s::int[], %s::bigint[]) AS p(partition, start) "
+    'CROSS JOIN LATERAL (SELECT b.partition, b."offset", b.key, b.value, b.headers, b.ts '
+    "FROM manifold.bus_messages b WHERE b.topic = %s AND b.partition = p.partition "
+    'AND b."offset" >= p.start ORDER BY b."offset" LIMIT %s) m '
+    'ORDER BY m."offset", m.partition LIMIT %s')
+
+_END_OFFSETS = (
+    # per partition: its last offset + 1 (one backward index probe, not a scan of the topic: ~21 ms
+    # at 33,000 messages of one topic, and every lag reading paid it) or the next offset recorded
+    # for it (offsets are never reused after an erasure), whichever is higher
+    'SELECT p.partition, greatest(coalesce((SELECT b."offset" + 1 FROM manifold.bus_messages b '
+    'WHERE b.topic = %(topic)s AND b.partition = p.partition ORDER BY b."offset" DESC LIMIT 1), 0), '
+    "coalesce((SELECT x.next_offset FROM manifold.bus_partitions x WHERE x.topic = %(topic)s "
+    "AND x.partition = p.partition), 0)) "
+    "FROM (SELECT generate_series(0, %(partitions)s - 1) AS partition UNION "
+    "SELECT partition FROM manifold.bus_partitions WHERE topic = %(topic)s) p")
+
 
 def _version_of(value: bytes) -> int | None:
     """The document version a pipeline message (event, stage notice, load notice, dead letter)
@@ -114,12 +136,7 @@ class PostgresBus:
             return []
         parts, starts = zip(*sorted(positions.items()), strict=True)
         with self._tx() as conn:
-            rows = conn.execute(
-                'SELECT m.partition, m."offset", m.key, m.value, m.headers, m.ts '
-                "FROM manifold.bus_messages m "
-                "JOIN unnest(%s::int[], %s::bigint[]) AS p(partition, start) ON m.partition = p.partition "
-                'WHERE m.topic = %s AND m."offset" >= p.start ORDER BY m."offset", m.partition LIMIT %s',
-                (list(parts), list(starts), topic, limit)).fetchall()
+            rows = conn.execute(_FETCH, (list(parts), list(starts), topic, limit, limit)).fetchall()
         return [BusMessage(topic, part, offset, None if key is None else bytes(key), bytes(value),
                            [(k, base64.b64decode(v)) for k, v in headers], ts)
                 for part, offset, key, value, headers, ts in rows]
@@ -142,11 +159,7 @@ class PostgresBus:
 
     def end_offsets(self, topic: str) -> dict[int, int]:
         with self._tx() as conn:
-            rows = conn.execute(
-                'SELECT partition, max(n) FROM (SELECT partition, max("offset") + 1 AS n FROM manifold.bus_messages '
-                "WHERE topic = %(topic)s GROUP BY partition UNION ALL SELECT partition, next_offset "
-                "FROM manifold.bus_partitions WHERE topic = %(topic)s) e GROUP BY partition",
-                {"topic": topic}).fetchall()
+            rows = conn.execute(_END_OFFSETS, {"topic": topic, "partitions": self.partitions}).fetchall()
         ends = dict.fromkeys(range(self.partitions), 0)
         ends.update({int(p): int(o) for p, o in rows})
         return ends
