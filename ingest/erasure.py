@@ -13,6 +13,8 @@ Guarantees (README 'Erasure'):
   version, and every claim-check blob only those versions used (`StagingEraser`).
 - **Embedded bus**: every message and dead letter keyed by the deleted document, once every
   consumer group has read it (`BusEraser`); a message not yet consumed goes at a later pass.
+  Apart from erasure, the embedded bus has a retention like Kafka's (`BusRetention`,
+  `embedded.bus_retention_s`): `manifold gc` and `manifold serve` remove read messages past it.
 - **Kafka** cannot delete single records: stage and publish topics carry claim-check references
   only, and the two topics that can carry content (`manifold.documents`, `manifold.dlq`) have a
   bounded retention (`kafka.content_retention_ms`, `shared/kafka.pipeline_topic_configs`).
@@ -40,6 +42,13 @@ class StagingEraser(Protocol):
 class BusEraser(Protocol):
     def erase_documents(self, tenant_id: str, deleted: Mapping[str, int]) -> int:
         """Remove consumed messages of each document up to the version given; how many."""
+        ...
+
+
+@runtime_checkable
+class BusRetention(Protocol):
+    def trim(self, retain_s: float) -> int:
+        """Remove messages older than `retain_s` that every consumer group has read (not the DLQ)."""
         ...
 
 

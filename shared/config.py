@@ -286,11 +286,15 @@ class EmbeddedSettings(_Section):
 
     `dir` holds the embedded PostgreSQL's cluster (`dir/data/postgres`), its log and pid, and the
     quickstart's sample files; it is started there when `postgres.host:port` is not reachable.
-    `partitions` is fixed when the bus is first used (a key's partition depends on it)."""
+    `partitions` is fixed when the bus is first used (a key's partition depends on it).
+    `bus_retention_s` is the bus's retention, as Kafka's: a message older than this that every
+    consumer group has read is removed by `manifold gc` and, hourly, by `manifold serve`
+    (`PostgresBus.trim`; unread messages and dead letters stay)."""
 
     dir: Path = Path(".manifold")
     partitions: int = Field(4, ge=1, le=64)
     start_timeout_s: float = Field(120.0, gt=0)
+    bus_retention_s: float = Field(7 * 24 * 3600.0, gt=0)
 
 
 class TracingSettings(_Section):

@@ -248,9 +248,12 @@ def _gc(args: argparse.Namespace) -> int:
     settings = ManifoldSettings()
     ports = profiles.lifecycle_ports(settings)
     bus = profiles.gc_bus(settings)
+    trimmed = None
     try:
         out = {t: erasure.collect(ports, t, settings.ingest.gc_grace_s, staging=ports.staging, bus=bus)
                for t in _lifecycle_tenants(ports, args.tenant)}
+        if isinstance(bus, erasure.BusRetention) and args.tenant is None:  # the bus is every tenant's
+            trimmed = bus.trim(settings.embedded.bus_retention_s)
     finally:
         if bus is not None:
             bus.close()
@@ -259,6 +262,10 @@ def _gc(args: argparse.Namespace) -> int:
     else:
         for tenant, removed in out.items():
             print(f"{tenant:<28}" + "  ".join(f"{k} {n}" for k, n in removed.items()))
+    if trimmed is not None:
+        print(f"bus: {trimmed} message(s) older than the retention "
+              f"({settings.embedded.bus_retention_s:.0f} s) and read by every consumer group removed",
+              file=sys.stderr if args.json else sys.stdout)
     return 0
 
 

@@ -28,14 +28,19 @@ import logging
 import queue
 import socket
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from manifold.deploy.serve.models import DocumentStatus
+from manifold.ingest.erasure import BusRetention
 from manifold.query.types import Principal, QueryReply, QueryRequest
 from manifold.shared.config import ManifoldSettings
 
 log = logging.getLogger(__name__)
+
+BUS_TRIM_EVERY_S = 3600.0
+"""How often the embedded serve loop applies the bus retention (`embedded.bus_retention_s`)."""
 
 
 class Backend(Protocol):
@@ -297,6 +302,7 @@ class InProcessBackend:
         from manifold.deploy.compose.embedded import EmbeddedPipeline, build_ports
 
         pipeline = None
+        trimmed_at = time.monotonic()
         while not self._stop.is_set():
             self._wake.wait(5.0)
             self._wake.clear()
@@ -308,6 +314,10 @@ class InProcessBackend:
                 report = pipeline.drain()
                 if report.dead_letters:
                     log.warning("pipeline dead-lettered %d message(s)", len(report.dead_letters))
+                if time.monotonic() - trimmed_at >= BUS_TRIM_EVERY_S and isinstance(self._bus, BusRetention):
+                    trimmed_at = time.monotonic()
+                    removed = self._bus.trim(self._settings.embedded.bus_retention_s)
+                    log.info("bus retention: %d read message(s) removed", removed)
             except Exception:  # noqa: BLE001 - retried on the next wake-up; offsets were not committed
                 log.exception("embedded pipeline pass failed; retrying")
                 self._stop.wait(2.0)

@@ -58,6 +58,16 @@ _END_OFFSETS = (
     "FROM (SELECT generate_series(0, %(partitions)s - 1) AS partition UNION "
     "SELECT partition FROM manifold.bus_partitions WHERE topic = %(topic)s) p")
 
+_TRIM = (
+    # per partition, the lowest committed position over its groups is where every group has read
+    # up to; a range below it per partition (index order), older than the retention
+    'WITH safe AS (SELECT topic, partition, min("offset") AS upto FROM manifold.bus_offsets '
+    "WHERE topic <> %(dlq)s AND (%(only)s::text[] IS NULL OR topic = ANY(%(only)s::text[])) "
+    "GROUP BY topic, partition) "
+    "DELETE FROM manifold.bus_messages m USING safe s "
+    'WHERE m.topic = s.topic AND m.partition = s.partition AND m."offset" < s.upto '
+    "AND m.ts < clock_timestamp() - make_interval(secs => %(retain_s)s)")
+
 
 def _version_of(value: bytes) -> int | None:
     """The document version a pipeline message (event, stage notice, load notice, dead letter)
@@ -193,6 +203,18 @@ class PostgresBus:
                     cur.executemany('DELETE FROM manifold.bus_messages WHERE topic = %s AND partition = %s '
                                     'AND "offset" = %s', doomed)
         return len(doomed)
+
+    def trim(self, retain_s: float, only: Sequence[str] | None = None) -> int:
+        """Retention, as Kafka's: delete every message older than `retain_s` that every consumer
+        group with a position on its partition has read (at least one group has), on every topic
+        (or the topics in `only`) but the dead-letter topic (the DLQ tools own it). Unread
+        messages stay, whatever their age; offsets are never reused (`bus_partitions`). Returns
+        how many were deleted."""
+        if retain_s <= 0:
+            raise ValueError("retain_s must be positive")
+        with self._tx() as conn:
+            return conn.execute(_TRIM, {"dlq": topics.DLQ, "retain_s": float(retain_s),
+                                        "only": None if only is None else list(only)}).rowcount
 
     def purge_tenant(self, tenant_id: str) -> int:
         """Delete every message keyed `tenant/...` (and every dead letter naming the tenant), on

@@ -59,3 +59,33 @@ class TestPostgresBus(BusContract):
         again = bus.append([Record(topic, key, b"after")])
         assert again[0].offset() == placed[3].offset() + 1  # the offset is not handed out twice
         assert bus.end_offsets(topic)[part] == placed[3].offset() + 2
+
+    def test_trim_deletes_old_messages_every_group_has_read_and_keeps_the_rest(self, make_bus) -> None:
+        """Retention of the embedded bus (issue 30: the log grew without bound over a long run)."""
+        import time
+        import uuid
+
+        from manifold.shared import topics
+        from manifold.shared.log_bus import Record
+
+        bus = make_bus()
+        topic = f"t-trim-{uuid.uuid4().hex[:8]}"
+        placed = bus.append([Record(topic, b"k", f"m{i}".encode()) for i in range(4)])
+        part = placed[0].partition()
+        bus.commit("fast", topic, {part: placed[3].offset() + 1})  # read everything
+        bus.commit("slow", topic, {part: placed[1].offset() + 1})  # read m0 and m1
+        dead = bus.append([Record(topics.DLQ, b"k", b"a dead letter")])
+        bus.commit("dlq-reader", topics.DLQ, {dead[0].partition(): dead[0].offset() + 1})
+        assert bus.trim(3600, only=[topic]) == 0  # read, but younger than the retention
+        assert [m.value() for m in bus.fetch(topic, {part: 0}, 10)] == [b"m0", b"m1", b"m2", b"m3"]
+        time.sleep(0.05)
+        assert bus.trim(0.01, only=[topic, topics.DLQ]) == 2
+        # only what both groups read went; the slow group's next messages stay
+        assert [m.value() for m in bus.fetch(topic, {part: 0}, 10)] == [b"m2", b"m3"]
+        # the dead-letter topic is never trimmed
+        assert [m.value() for m in bus.fetch(topics.DLQ, {dead[0].partition(): dead[0].offset()}, 1)] == [
+            b"a dead letter"]
+        assert bus.append([Record(topic, b"k", b"m4")])[0].offset() == placed[3].offset() + 1  # offsets not reused
+        with pytest.raises(ValueError):
+            bus.trim(0)
+
