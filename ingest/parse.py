@@ -16,6 +16,9 @@ Guarantees:
 - Bounded: at most `MAX_ELEMENTS` elements, and tables at most `parse_formats.MAX_TABLE_COLUMNS`
   wide; anything larger is `BadInput` naming the limit.
 - The `versions` passed in are recorded as given; `PARSER_VERSION` is what this code produces.
+- Bounded memory in a long-running worker: the spaCy model unstructured classifies short
+  paragraphs with is released once its vocabulary (which keeps every word it has seen) passes
+  `nlp_memory.VOCABULARY_LIMIT`; the elements are the same either side of a release.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 
-from manifold.ingest import media, parse_formats, parse_office, parse_pdf
+from manifold.ingest import media, nlp_memory, parse_formats, parse_office, parse_pdf
 from manifold.ingest.media import SUPPORTED_MEDIA_TYPES, guess_media_type
 from manifold.ingest.parse_formats import Draft
 from manifold.shared.artifacts import DocRef, Element, ParsedDocument, PipelineVersions
@@ -69,6 +72,7 @@ def handle(doc: DocRef, content: bytes, versions: PipelineVersions) -> ParsedDoc
     """Parse `content` (the bytes of `doc`) into elements; see the module docstring for guarantees."""
     media_type = resolve_media_type(doc, content)
     drafts = [] if not content.strip() else READERS[media_type](content)
+    nlp_memory.after_document()  # bounded memory in a long-running worker; same elements
     return ParsedDocument(doc=doc, versions=versions, elements=_elements(drafts))
 
 
