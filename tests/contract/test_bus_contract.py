@@ -60,7 +60,7 @@ class TestPostgresBus(BusContract):
         assert again[0].offset() == placed[3].offset() + 1  # the offset is not handed out twice
         assert bus.end_offsets(topic)[part] == placed[3].offset() + 2
 
-    def test_trim_deletes_old_messages_every_group_has_read_and_keeps_the_rest(self, make_bus) -> None:
+    def test_trim_deletes_old_messages_every_group_has_read_and_keeps_the_rest(self, make_bus, monkeypatch) -> None:
         """Retention of the embedded bus (issue 30: the log grew without bound over a long run)."""
         import time
         import uuid
@@ -70,6 +70,7 @@ class TestPostgresBus(BusContract):
 
         bus = make_bus()
         topic = f"t-trim-{uuid.uuid4().hex[:8]}"
+        monkeypatch.setattr(topics, "DLQ", f"{topic}-dlq")  # this test's own dead-letter topic, not the shared one
         placed = bus.append([Record(topic, b"k", f"m{i}".encode()) for i in range(4)])
         part = placed[0].partition()
         bus.commit("fast", topic, {part: placed[3].offset() + 1})  # read everything
