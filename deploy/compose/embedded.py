@@ -219,7 +219,7 @@ ANALYZE_AFTER = 25
 PLUMBING_TABLES = frozenset({"bus_messages", "bus_offsets", "bus_partitions", "stage_payloads", "staging_blobs",
                              "embedding_cache"})
 """Tables of the ingestion plumbing that no question reads: `refresh_statistics` leaves them to
-autovacuum (the bus log and the staged payloads were ~30 % of a whole-database `ANALYZE`)."""
+autovacuum (the bus log and the staged payloads are the bulk of a long run's database)."""
 
 
 def refresh_statistics(settings: ManifoldSettings) -> bool:

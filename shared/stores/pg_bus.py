@@ -39,7 +39,7 @@ _NEXT_OFFSET = (
 _FETCH = (
     # each partition read from its position by a bounded index range scan (at most `limit` rows
     # each), then merged: one join over the partitions let the planner scan the whole topic per
-    # fetch (a parallel sequential scan, ~22 ms at 130,000 messages and growing with the log)
+    # fetch (a parallel sequential scan growing with the log: bench/embedded_bus_scale.py)
     'SELECT m.partition, m."offset", m.key, m.value, m.headers, m.ts '
     "FROM unnest(%s::int[], %s::bigint[]) AS p(partition, start) "
     'CROSS JOIN LATERAL (SELECT b.partition, b."offset", b.key, b.value, b.headers, b.ts '
@@ -48,8 +48,8 @@ _FETCH = (
     'ORDER BY m."offset", m.partition LIMIT %s')
 
 _END_OFFSETS = (
-    # per partition: its last offset + 1 (one backward index probe, not a scan of the topic: ~21 ms
-    # at 33,000 messages of one topic, and every lag reading paid it) or the next offset recorded
+    # per partition: its last offset + 1 (one backward index probe, not a scan of the topic, which
+    # every lag reading paid: bench/embedded_bus_scale.py) or the next offset recorded
     # for it (offsets are never reused after an erasure), whichever is higher
     'SELECT p.partition, greatest(coalesce((SELECT b."offset" + 1 FROM manifold.bus_messages b '
     'WHERE b.topic = %(topic)s AND b.partition = p.partition ORDER BY b."offset" DESC LIMIT 1), 0), '
