@@ -12,6 +12,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from manifold.query.auth import continuation_secret
+from manifold.query.routing.terms import known_word
 from manifold.query.types import Principal, QueryReply, QueryRequest, StepResult
 from manifold.shared.config import ManifoldSettings
 
@@ -172,12 +174,21 @@ def build_answerer(settings: ManifoldSettings) -> Any:
     return service
 
 
-def common_word(word: str) -> bool:
-    """Whether `word` (lower case) is a whole word of the bundled model's vocabulary: the
-    abstention check treats other words of a question as rare (`query.abstain`)."""
+@functools.cache
+def _vocabulary_stems() -> frozenset[str]:
+    from manifold.shared import analysis
     from manifold.shared.embedding import bundled_vocabulary
 
-    return word in bundled_vocabulary()
+    return frozenset(s for w in bundled_vocabulary() for s in analysis.terms(w))
+
+
+def common_word(word: str) -> bool:
+    """Whether `word` (lower case) is an ordinary English word (`routing.terms.known_word` over
+    the whole words of the bundled model's vocabulary, their inflections and prefixed forms):
+    the abstention check treats other words of a question as rare (`query.abstain`)."""
+    from manifold.shared.embedding import bundled_vocabulary
+
+    return known_word(word, bundled_vocabulary(), _vocabulary_stems())
 
 
 def build_embedded_answerer(settings: ManifoldSettings) -> Any:

@@ -246,13 +246,20 @@ _EITHER = re.compile(r"[^\W\d_]{2,}/[^\W\d_]{2,}")
 """Two plain words joined by a slash: as much "either/or" ("zombie/spambot", "TCP/IP") as a path."""
 
 
+_HOME = re.compile(r"(?:~|\$HOME|\$\{HOME\})/")
+
+
 def covered(term: str, texts: Iterable[str]) -> bool:
     """Whether `term` occurs in any of `texts`: literally, as a glued name and version written
-    apart (`version_variants`), a name and its number together (`_pair_covered`), or (a single
+    apart (`version_variants`), a name and its number together (`_pair_covered`), a path under
+    the home directory (`~/.Rprofile`, `$HOME/.netrc`) by the part after it, or (a single
     word) by its stem."""
     texts = list(texts)
     if any(occurs(v, t) for v in (term, *version_variants(term)) for t in texts):
         return True
+    home = _HOME.match(term)
+    if home and len(term) - home.end() >= 3:  # "~/.Rprofile": a manual writes ".Rprofile in the home directory"
+        return covered(term[home.end():], texts)
     if _EITHER.fullmatch(term):  # "zombie/spambot", "read/write": each word, by its stem
         return all(covered(part, texts) for part in term.split("/"))
     pair = named_number(term)
@@ -266,3 +273,29 @@ def covered(term: str, texts: Iterable[str]) -> bool:
     # a variant the stemmer keeps apart ("warranty" / "warrants"): the same first letters
     head = term.casefold()[:max(5, len(term) - 3)]
     return len(term) >= 6 and any(re.search(r"(?<![^\W\d_])" + re.escape(head), t, re.IGNORECASE) for t in texts)
+
+
+ENGLISH_PREFIXES = ("counter", "inter", "under", "super", "over", "with", "fore", "down", "out", "pre", "non",
+                    "mis", "dis", "sub", "un", "re", "up")
+"""Common English prefixes: a word made of one and a known word ("upload", "withholding",
+"precompiled", "unmount") is an English word too, not a name."""
+
+
+def known_word(word: str, vocabulary: frozenset[str], stems: frozenset[str]) -> bool:
+    """Whether `word` (lower case) is an ordinary English word by a vocabulary of whole words
+    (`vocabulary`) and their Snowball stems (`stems`): it is in the vocabulary, or its stem is
+    the stem of a word in it (an inflection: "porting", "pegs"), or it is an English prefix and
+    such a word ("upload", "withholding"). A name coined from parts that are not a prefix
+    ("yescrypt", "nbworkers") stays unknown: the abstention check looks for it in the evidence."""
+    if word in vocabulary:
+        return True
+    stem = analysis.terms(word)
+    if stem and stem[0] in stems:
+        return True
+    for prefix in ENGLISH_PREFIXES:
+        rest = word[len(prefix):]
+        if word.startswith(prefix) and len(rest) >= 4 and rest.isalpha() and \
+                (rest in vocabulary or ((r := analysis.terms(rest)) and r[0] in stems)):
+            return True
+    return False
+

@@ -11,8 +11,9 @@ from manifold.query.passage import best_passage
 from manifold.query.planner import compile_plan, plan_with_notes
 from manifold.query.pool import promote_terms, with_term_hits
 from manifold.query.router import route
-from manifold.query.routing.terms import covered, occurs, own_terms, salient_terms, technical_terms
+from manifold.query.routing.terms import covered, known_word, occurs, own_terms, salient_terms, technical_terms
 from manifold.query.types import CatalogEntry, Evidence, Holdings, TextHit
+from manifold.shared import analysis
 
 AS_OF = date(2026, 5, 10)
 MANUALS = Holdings(record_types=frozenset())
@@ -189,6 +190,26 @@ def test_either_or_words_are_covered_apart_and_ok_is_not_salient() -> None:
     assert covered("zombie/spambot", ["Most spam is sent by zombies; some spambots pregreet."])
     assert not covered("zombie/spambot", ["Most spam is sent by zombies."])
     assert covered("debian/copyright", ["see debian/copyright"])
+
+
+def test_ordinary_english_words_are_known_by_inflection_and_prefix_coined_names_are_not() -> None:
+    vocabulary = frozenset("port peg load holding compiled mount crypt workers".split())
+    stems = frozenset(s for w in vocabulary for s in analysis.terms(w))
+    for word in ("porting", "pegs", "upload", "withholding", "precompiled", "unmount", "load"):
+        assert known_word(word, vocabulary, stems), word
+    for word in ("yescrypt", "nbworkers", "frobnicate", "autoload"):  # parts that are no English prefix
+        assert not known_word(word, vocabulary, stems), word
+    question = "Porting Lua code: is it safe to load bytecode that users upload?"
+    everyday = lambda word: known_word(word, vocabulary | {"safe", "users", "code"}, stems)  # noqa: E731
+    assert salient_terms(question, everyday) == ["Lua", "bytecode"]
+
+
+def test_a_path_under_the_home_directory_is_covered_by_its_name() -> None:
+    text = ["R looks for a .Rprofile file in the user's home directory and uses that"]
+    assert covered("~/.Rprofile", text)
+    assert covered("$HOME/.Rprofile", text)
+    assert not covered("~/.Renviron", text)
+    assert not covered("/etc/R/.Rprofile", ["the file .Rprofile"])  # only the home directory is implied
 
 
 def test_a_partly_covered_question_is_partial_and_names_the_missing_term() -> None:

@@ -44,6 +44,14 @@ def _zip(*names: str) -> bytes:
         ("scan.pdf", "application/pdf"),
         ("UPPER.PDF", "application/pdf"),
         ("archive.tar.gz.Json", "application/json"),
+        ("iris.rst", "text/plain"),  # lightweight markup and configuration files are plain text
+        ("guide.adoc", "text/plain"),
+        ("notes.org", "text/plain"),
+        ("redis.conf", "text/plain"),
+        ("setup.cfg", "text/plain"),
+        ("php.ini", "text/plain"),
+        ("compose.YAML", "text/plain"),
+        ("pyproject.toml", "text/plain"),
     ],
 )
 def test_known_extensions_decide(name: str, expected: str) -> None:
