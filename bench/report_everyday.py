@@ -48,7 +48,8 @@ def everyday_section(results: Path) -> list[str]:
     return _everyday_lines(results) + _probe_lines(results) + _guard_lines(results) + _latency_lines(results)
 
 
-PROBES = {"everyday_probe2": "bench/everyday_probe2", "everyday_probe3": "bench/everyday_probe3"}
+PROBES = {"everyday_probe2": "bench/everyday_probe2", "everyday_probe3": "bench/everyday_probe3",
+          "everyday_probe4": "bench/everyday_probe4"}
 """Probe sets written after the main set, in domains it does not cover: results
 `<name>_baselines.json` (`EVERYDAY_SET=... bench/everyday_baselines.py --out`),
 `<name>_embedded.json` (`EVERYDAY_SET=... bench/eval_everyday.py --out`) and, when it was run,
@@ -68,18 +69,20 @@ def _probe_lines(results: Path) -> list[str]:
         for key, label in (("bm25", "BM25 baseline"), ("bm25_minilm_rrf", "BM25+MiniLM RRF baseline")):
             b = (((base or {}).get("baselines") or {}).get(key) or {}).get("never_abstain") or {}
             if b:
-                rows.append([label, *(_rate((b.get(split) or {}).get("found_rate")) for split, _ in _SPLITS), "–"])
+                rows.append([label, *(_rate((b.get(split) or {}).get("found_rate")) for split, _ in _SPLITS), "–", "–"])
         for profile, served in runs:
             if not (served and isinstance(served.get("summary"), dict)):
                 continue
             sm = served["summary"]
             rows.append([f"manifold {profile} (`{served.get('commit', '?')}`)",
                          *(_rate((sm.get(split) or {}).get("found_rate")) for split, _ in _SPLITS),
-                         " / ".join(_rate((sm.get(split) or {}).get("abstention_rate")) for split, _ in _SPLITS)])
+                         " / ".join(_rate((sm.get(split) or {}).get("abstention_rate")) for split, _ in _SPLITS),
+                         " / ".join(str((sm.get(split) or {}).get("false_abstentions", "?")) for split, _ in _SPLITS)])
         corpus = (base or {}).get("corpus") or {}
         out += ["", f"### Probe: `{folder}` ({corpus.get('files', '?')} files in domains the main set does not "
                 "cover; questions written from them, split dev / held-out)", ""]
-        out += _table(["system", "found@5 dev", "found@5 held-out", "abstention dev / held-out"], rows)
+        out += _table(["system", "found@5 dev", "found@5 held-out", "abstention dev / held-out",
+                       "false abstentions dev / held-out"], rows)
     return [*out, ""] if out else out
 
 
