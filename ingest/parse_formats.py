@@ -32,6 +32,7 @@ from email.parser import BytesParser
 from typing import Any, Literal
 
 from manifold.ingest.html_boilerplate import strip_boilerplate
+from manifold.ingest.page_furniture import text_without_furniture
 from manifold.shared.artifacts import ElementKind
 from manifold.shared.errors import BadInput
 
@@ -249,14 +250,17 @@ def _hyphen_joined(previous: str, line: str) -> str | None:
 
 
 def text_drafts(text: str, *, demote_titles: bool = False) -> list[Draft]:
-    """Plain text: paragraphs are blank-line separated; a line opening with a bullet or a
-    numbered clause starts its own paragraph; other line breaks inside a paragraph are joined,
-    and a word hyphenated across a line break is joined into one (`_hyphen_joined`)."""
+    """Plain text: running page headers, footers and page numbers are dropped
+    (`page_furniture`); paragraphs are blank-line separated (a form feed is a break too); a line
+    opening with a bullet or a numbered clause starts its own paragraph; other line breaks inside
+    a paragraph are joined, and a word hyphenated across a line break is joined into one
+    (`_hyphen_joined`)."""
     unstructured_env()
     from unstructured.partition.text import partition_text
 
+    text = text_without_furniture(text.replace("\r\n", "\n").replace("\r", "\n").replace("\f", "\n\n"))
     paragraphs: list[str] = []
-    for block in re.split(r"\n\s*\n", text.replace("\r\n", "\n").replace("\r", "\n")):
+    for block in re.split(r"\n\s*\n", text):
         previous = ""
         for line in (raw.strip() for raw in block.split("\n")):
             if not line:

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from manifold.ingest import page_furniture
 from manifold.ingest.parse_formats import PARAGRAPH_START, Draft, from_unstructured, library_errors, unstructured_env
 from manifold.shared.errors import BadInput
 
@@ -24,6 +25,8 @@ class _Line:
     size: float
     top: float
     bottom: float
+    end_page: int = 0
+    """The page of the paragraph's last line, when it was carried over from `page` (0: `page`)."""
 
 
 def read_pdf(content: bytes) -> list[Draft]:
@@ -36,7 +39,9 @@ def read_pdf(content: bytes) -> list[Draft]:
         if has_images:
             raise BadInput("PDF has no text layer (scanned or image-only); OCR is not supported")
         return []
-    paragraphs = _pdf_paragraphs(lines)
+    paragraphs = _pdf_paragraphs(_without_furniture(lines))
+    if not paragraphs:
+        return []
     weights: Counter[float] = Counter()
     for para in paragraphs:
         weights[para.size] += len(para.text)
@@ -90,18 +95,44 @@ def _pdf_lines(content: bytes) -> tuple[list[_Line], bool]:
     return lines, has_images
 
 
+def _without_furniture(lines: list[_Line]) -> list[_Line]:
+    """`lines` without the running headers, footers and page numbers (`page_furniture`): lines
+    among the top-most or bottom-most `EDGE_LINES` of their page whose shape repeats there on
+    enough pages."""
+    pages: dict[int, list[_Line]] = {}
+    for line in lines:
+        pages.setdefault(line.page, []).append(line)
+    ordered = [sorted(page, key=lambda ln: -ln.top) for page in pages.values()]
+    furniture = page_furniture.pdf_furniture([[ln.text for ln in page] for page in ordered])
+    if not furniture:
+        return lines
+    n = page_furniture.EDGE_LINES
+    edge = {id(ln) for page in ordered for ln in (page[:n] + page[-n:] if len(page) > n else page)}
+    return [ln for ln in lines if not (id(ln) in edge and page_furniture.key(ln.text) in furniture)]
+
+
+_SENTENCE_OPEN = (".", ":", "!", "?")
+
+
+def _continues(prev: _Line, line: _Line) -> bool:
+    """A paragraph carried over to the next page: the page's first line opens in lower case, in
+    the same font size, after a paragraph that did not end a sentence."""
+    return (line.page == (prev.end_page or prev.page) + 1 and abs(prev.size - line.size) <= 0.1 * prev.size
+            and line.text[:1].islower() and not prev.text.rstrip().endswith(_SENTENCE_OPEN))
+
+
 def _pdf_paragraphs(lines: list[_Line]) -> list[_Line]:
     paragraphs: list[_Line] = []
     for line in lines:
         prev = paragraphs[-1] if paragraphs else None
-        joins = (
-            prev is not None
-            and prev.page == line.page
-            and abs(prev.size - line.size) <= 0.1 * prev.size
-            and -0.3 * line.size <= prev.bottom - line.top <= 0.7 * line.size
-            and not PARAGRAPH_START.match(line.text)
-        )
+        joins = prev is not None and not PARAGRAPH_START.match(line.text) and (
+            ((prev.end_page or prev.page) == line.page
+             and abs(prev.size - line.size) <= 0.1 * prev.size
+             and -0.3 * line.size <= prev.bottom - line.top <= 0.7 * line.size)
+            or _continues(prev, line))
         if prev is not None and joins:
+            if (prev.end_page or prev.page) != line.page:
+                prev.end_page = line.page  # carried over: later lines of this page may join it
             hyphenated = (prev.text[-1:] in ("-", "\u2010", "\u00ad")  # ASCII, typesetter's or soft hyphen
                           and prev.text[-2:-1].isalpha() and line.text[:1].islower())
             prev.text = prev.text[:-1] + line.text if hyphenated else f"{prev.text} {line.text}"

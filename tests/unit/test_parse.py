@@ -358,6 +358,37 @@ def test_pdf_text_layer_titles_paragraphs_and_pages() -> None:
     assert narrative[0].page == 1 and narrative[-1].page == 2
 
 
+def test_pdf_running_headers_and_page_numbers_are_dropped_and_a_sentence_carries_over_pages() -> None:
+    def page(n: int, body: list[tuple[float, float, str]]) -> list[tuple[float, float, str]]:
+        return [(9, 760, "Widget Controller Manual"), *body, (9, 40, f"{n} / 4")]
+
+    content = _pdf([
+        page(1, [(11, 700, "The controller stores its settings in the flash memory and")]),
+        page(2, [(11, 700, "reloads them at start-up. Each setting has a default value.")]),
+        page(3, [(11, 700, "The relay output switches at most twice per second.")]),
+        page(4, [(11, 700, "Calibration is done once a year by the installer.")]),
+    ])
+    parsed = _parse("application/pdf", content)
+    texts = [e.text for e in parsed.elements]
+    assert not any("Widget Controller Manual" in t or "/ 4" in t for t in texts)
+    assert texts[0] == ("The controller stores its settings in the flash memory and reloads them at "
+                        "start-up. Each setting has a default value.")
+    assert parsed.elements[0].page == 1  # the paragraph is cited where it starts
+    assert "The relay output switches at most twice per second." in texts
+
+
+def test_plain_text_page_headers_and_footers_are_dropped_not_repeated_headings() -> None:
+    body = "\n".join(f"Line {i} of the body text goes on for a while here." for i in range(24))
+    pages = []
+    for n in range(1, 5):
+        pages.append(f"\n\nGuide 2.1          March 8, 2020\n\n{body}\n\nStep {n}\n\n"
+                     f"The step text.\n\n\nWidget Guide                 {n}\n\n")
+    parsed = _parse("text/plain", "".join(pages).encode())
+    texts = [e.text for e in parsed.elements]
+    assert not any("March 8, 2020" in t or "Widget Guide" in t for t in texts)
+    assert [t for t in texts if t.startswith("Step")] == ["Step 1", "Step 2", "Step 3", "Step 4"]
+
+
 def test_pdf_text_drawn_through_a_form_xobject_is_read() -> None:
     content = _pdf([[(11, 700, "Text inside a form XObject is still the text layer.")]], in_form=True)
     assert _kinds(_parse("application/pdf", content)) == [
