@@ -22,7 +22,9 @@ Guarantees of `HybridExecutor.run(params, *, tenant_id, timeout_s)`:
   within the step budget, and the section that holds the entry joins the pool at the contents'
   place; and a document the question names by its file name (`query.named`: "openssl verify",
   "the Artistic license") that has at most one chunk among the first `params.limit` gets its
-  best other passage for the question, from one BM25 search within it, third in the pool.
+  best other passage for the question, from one BM25 search within it, third in the pool; and a
+  table chunk among the BM25 and vector branches' hits whose best row holds enough of the
+  question's words (`query.rows`) joins the pool third when it is not already shown.
   `result["contents"]` lists what was followed (a failed search follows nothing).
   `result["fusion"]` names the method used.
 - Output hits carry the fused rank and score; each evidence item carries every branch's original
@@ -42,7 +44,7 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, Protocol
 
-from manifold.query import contents, named
+from manifold.query import contents, named, rows
 from manifold.query.evidence import StoreClock, chunk_evidence, final_check, now_utc, require_list, unique
 from manifold.query.executors.vector import VectorExecutor
 from manifold.query.fusion import Fused, fuse
@@ -207,6 +209,11 @@ class HybridExecutor:
             searched, fusion_hits = self._follow_named(fusion_hits, params.query, doc, tenant_id,
                                                        deadline - _GRACE_S, params.limit)
             followed.append(searched)
+        row = rows.row_hit(rows.branch_order([r.hits for b, r in results.items() if b in ("bm25", "vector")]),
+                           params.query, (f.hit.chunk_id for f in fusion_hits[:params.limit]))
+        if row is not None:  # a table whose one row says what is asked (`query.rows`): no search, no I/O
+            fusion_hits = lift(fusion_hits, rows.ROW_AT, row, "row")
+            followed.append({"document_id": row.document_id, "row": True, "chunk_id": row.chunk_id})
         fused = arrange(with_term_hits(fusion_hits, anchored.hits if anchored else (), params.terms),
                         params.terms, limit=params.limit, per_document_cap=params.per_document_cap,
                         query=params.query)
