@@ -1,35 +1,37 @@
-"""Embedded BM25 at 50,000 chunks: kept statistics vs statistics computed per question (issue 30, item 4).
+"""Embedded BM25 at 50,000 chunks: bounded reading vs every posting vs computed statistics (issue 30, item 4).
 
 Loads one tenant of the configured PostgreSQL (the dev stack's, or any migrated server) with at
 least `--chunks` serving chunks of real text, through the real `PostgresTextIndex` adapter (its
 analysis, postings and the migration-14 triggers) and the real `PostgresVersionManifest`
-(staged, verified, activated), then asks `--queries` real questions with `PgBM25Executor` as the
-query role, three ways, interleaved in the same run (the order rotates per question):
+(staged, verified, activated), then asks `--queries` SciFact questions of one split with
+`PgBM25Executor` as the query role, three ways, interleaved in the same run (the order rotates
+per question):
 
-- **kept**: the executor as served: collection and term statistics read from `text_stats` /
-  `text_df`, which the database keeps at publication;
-- **computed**: the same executor with the kept statistics withheld (`kept_statistics` returns
-  None), i.e. the statement as it was before migration 14: statistics aggregated over the tenant
-  per question;
-- **joined**: the kept statistics with the scoring shape as it was before migration 15 (each
-  posting joined to its chunk for its field length, serving mark and analysis version;
-  `joined_statement`). The postings' set-based active-version policy of migration 15 applies to
-  every mode (it is the database's), so this isolates the join, not the policy change.
+- **served**: the executor as served: statistics kept at publication (`text_stats` /
+  `text_df`), each term's best `query.bm25_postings_depth` postings, the best
+  `query.bm25_candidates` chunks scored exactly (migration 17);
+- **all_postings**: the same with a depth no list reaches, i.e. every posting of every query
+  term read, as before migration 17;
+- **computed**: every posting and the kept statistics withheld (`kept_statistics` returns None),
+  i.e. statistics aggregated over the tenant per question, as before migration 14.
 
 After loading it runs `ANALYZE`, as the embedded pipeline does after a batch. It reports
-p50/p95/mean per mode (a statement past the step budget counts as a timeout, at its time), the ratios of kept to the other two, and whether each other mode returns the same top 10 as kept for every question
-(the same contents at every rank, scores equal to 1e-9 relative: the ranking must not change), and writes
-`bench/results/pg_bm25_latency.json` (machine, commit, tenant size).
+p50/p95/mean per mode (a statement past the step budget counts as a timeout, at its time), the
+ratios of served to the other two, SciFact nDCG@10 per mode (the copies of an abstract count as
+one document), and on how many questions each other mode has the same top 10 as served (the
+same contents at every rank, scores equal to 1e-9 relative), and writes
+`bench/results/pg_bm25_latency.json` (machine, commit, tenant size). Settings are chosen with
+`--split train`; the quoted figures are `--split test`.
 
 Text: the BEIR SciFact abstracts (`../shared/data/beir-scifact`), cut at sentence ends into
 chunks of at most 500 characters, loaded as `--copies` copies (document ids `c<k>-<id>`) until
-the chunk target is reached; questions: SciFact's queries (a fixed random sample). Copies make
+the chunk target is reached; questions: SciFact's queries that have judgements in the split (a fixed random sample). Copies make
 each term's document frequency a multiple of the single corpus's, so posting lists are as long
 as a 50,000-chunk collection's would be. Shortcuts, for this benchmark only: no embeddings,
 relational rows or graph (BM25 reads only the text index), and the manifest's expected store list
 is the text index's manifest alone.
 
-Usage: .venv/bin/python bench/pg_bm25_latency.py [--chunks 50000] [--queries 300] [--tenant bench-bm25-50k]
+Usage: .venv/bin/python bench/pg_bm25_latency.py [--chunks 50000] [--queries 300] [--split test] [--tenant bench-bm25-50k]
 """
 
 from __future__ import annotations
@@ -167,98 +169,86 @@ def same_ranking(a: list[tuple[tuple[str, str], float]] | None, b: list[tuple[tu
                for (ka, sa), (kb, sb) in zip(canonical(a), canonical(b), strict=True))
 
 
-_POSTINGS_ALONE = """    FROM manifold.text_terms t
-    JOIN q ON q.term = t.term
-    JOIN df ON df.field = t.field AND df.term = t.term
-    CROSS JOIN stats s"""
-_JOINED = """    FROM manifold.text_terms t
-    JOIN q ON q.term = t.term
-    JOIN df ON df.field = t.field AND df.term = t.term
-    JOIN manifold.text_chunks c ON c.tenant_id = t.tenant_id AND c.chunk_id = t.chunk_id
-    CROSS JOIN stats s"""
+MODES = ("served", "all_postings", "computed")
 
 
-def joined_statement(kept_sql: str) -> str:
-    """The served statement as it was before migration 15: every posting joined to its chunk for
-    the field length, the serving mark and the analysis version (same scores)."""
-    out = kept_sql.replace(_POSTINGS_ALONE, _JOINED)
-    out = out.replace("t.field_length::float8 AS len",
-                      "CASE t.field WHEN 'text' THEN c.text_length ELSE c.title_length END::float8 AS len")
-    out = out.replace("WHERE t.tenant_id = %(tenant)s AND t.text_schema_version = %(schema)s\n      AND "
-                      "(%(docs)s::text[] IS NULL OR t.document_id",
-                      "WHERE t.tenant_id = %(tenant)s AND c.serving AND c.text_schema_version = %(schema)s\n      AND "
-                      "(%(docs)s::text[] IS NULL OR c.document_id")
-    if out.count("text_chunks c") != 2 or "c.serving" not in out:
-        raise RuntimeError("the served statement changed shape: update joined_statement()")
-    return out
+def ranking(hits: list[Any], k: int = 10) -> list[str]:
+    """SciFact ids in rank order, each once (the copies of an abstract count as one)."""
+    out: list[str] = []
+    for h in hits:
+        doc = h.document_id.split("-", 1)[-1]
+        if doc not in out:
+            out.append(doc)
+    return out[:k]
 
 
-MODES = ("kept", "computed", "joined")
+def measure(settings: Any, tenant: str, queries: list[tuple[str, str]], qrels: dict[str, set[str]],
+            warmup: int) -> dict[str, Any]:
+    from metrics_eval import ndcg_at_k
 
-
-def measure(settings: Any, tenant: str, queries: list[str], warmup: int) -> dict[str, Any]:
     from manifold.query.executors import pg_lexical
     from manifold.query.plan import BM25SearchParams
     from manifold.shared import access
+    from manifold.shared.stores.pg_connections import TenantConnections
 
     access.allow_tool_reads()
-    executor = pg_lexical.PgBM25Executor.from_settings(settings)
-    kept_fn, kept_sql = pg_lexical.kept_statistics, pg_lexical.BM25_KEPT_SQL
-    joined_sql = joined_statement(kept_sql)
+    db = TenantConnections(settings.postgres.query_conninfo())
+    depth = settings.query.bm25_postings_depth
+    every = pg_lexical.PgBM25Executor(db, settings.query.model_copy(update={"bm25_postings_depth": 10_000_000}))
+    executors = {"served": pg_lexical.PgBM25Executor(db, settings.query), "all_postings": every, "computed": every}
+    kept_fn = pg_lexical.kept_statistics
 
-    def run(query: str, mode: str) -> tuple[float, list[tuple[tuple[str, str], float]] | None, str]:
+    def run(query: str, mode: str) -> tuple[float, list[Any] | None, str]:
         if mode == "computed":
             pg_lexical.kept_statistics = lambda conn, tenant_id: None  # type: ignore[assignment]
-        if mode == "joined":
-            pg_lexical.BM25_KEPT_SQL = joined_sql  # type: ignore[misc]
         t0 = time.perf_counter()
         try:
-            res = executor.run(BM25SearchParams(query=query, limit=10), tenant_id=tenant, timeout_s=30.0)
+            res = executors[mode].run(BM25SearchParams(query=query, limit=40), tenant_id=tenant, timeout_s=30.0)
         except TimeoutError:  # past the statement budget (settings.query.statement_timeout_ms)
             return (time.perf_counter() - t0) * 1000, None, "timeout"
         finally:
-            pg_lexical.kept_statistics, pg_lexical.BM25_KEPT_SQL = kept_fn, kept_sql  # type: ignore[misc]
+            pg_lexical.kept_statistics = kept_fn  # type: ignore[misc]
         ms = (time.perf_counter() - t0) * 1000
-        return ms, [(_content_key(h), float(h.score or 0.0)) for h in res.hits], str(res.result["statistics"])
+        return ms, list(res.hits), str(res.result["statistics"])
 
-    for q in queries[:warmup]:
+    def top10(hits: list[Any]) -> list[tuple[tuple[str, str], float]]:
+        return [(_content_key(h), float(h.score or 0.0)) for h in hits[:10]]
+
+    for _qid, q in queries[:warmup]:
         for mode in MODES:
             run(q, mode)
     times: dict[str, list[float]] = {m: [] for m in MODES}
+    ndcg: dict[str, list[float]] = {m: [] for m in MODES}
     timeouts = dict.fromkeys(MODES, 0)
-    same = {"computed": 0, "joined": 0}
-    compared = {"computed": 0, "joined": 0}
-    differ: dict[str, list[str]] = {"computed": [], "joined": []}
+    same = {"all_postings": 0, "computed": 0}
     used = set()
-    for i, q in enumerate(queries):
+    for i, (qid, q) in enumerate(queries):
         order = MODES[i % 3:] + MODES[:i % 3]  # each mode goes first, second and third in turn
-        got = {}
+        got: dict[str, list[Any] | None] = {}
         for mode in order:
             ms, hits, stat = run(q, mode)
             times[mode].append(ms)
             got[mode] = hits
             timeouts[mode] += hits is None
-            if mode == "kept":
+            ndcg[mode].append(ndcg_at_k(ranking(hits or []), qrels[qid], 10))
+            if mode == "served":
                 used.add(stat)
-        for other in ("computed", "joined"):
-            if got["kept"] is None or got[other] is None:
-                continue  # a timeout: nothing to compare
-            compared[other] += 1
-            if same_ranking(got["kept"], got[other]):
+        for other in same:
+            first, second = got["served"], got[other]
+            if first is not None and second is not None and same_ranking(top10(first), top10(second)):
                 same[other] += 1
-            else:
-                differ[other].append(q)
     summaries = {m: summary(times[m]) for m in MODES}
-    kept = summaries["kept"]
-    return {**summaries, "statistics_used_by_kept_mode": sorted(used),
+    served = summaries["served"]
+    return {**summaries, "postings_depth_served": depth, "statistics_used_by_served_mode": sorted(used),
             "timeouts": timeouts, "statement_timeout_ms": settings.query.statement_timeout_ms,
-            "ratio_kept_over_computed": {k: round(kept[k] / summaries["computed"][k], 3)
-                                         for k in ("p50_ms", "p95_ms", "mean_ms")},
-            "ratio_kept_over_joined": {k: round(kept[k] / summaries["joined"][k], 3)
-                                       for k in ("p50_ms", "p95_ms", "mean_ms")},
-            "same_top10_and_scores": same, "compared": compared,
+            "ndcg_at_10": {m: round(sum(v) / len(v), 4) for m, v in ndcg.items()},
+            "ratio_served_over_all_postings": {k: round(served[k] / summaries["all_postings"][k], 3)
+                                               for k in ("p50_ms", "p95_ms", "mean_ms")},
+            "ratio_served_over_computed": {k: round(served[k] / summaries["computed"][k], 3)
+                                           for k in ("p50_ms", "p95_ms", "mean_ms")},
+            "same_top10_and_scores_as_served": same,
             "same_means": "the same contents at every rank, scores equal to 1e-9 relative (copies of one chunk in "
-                          "either order)", "questions": len(queries), "differing_questions": differ}
+                          "either order)", "questions": len(queries)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -268,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--split", default="test", choices=("train", "test"),
+                        help="SciFact queries and judgements (choose settings on train, report test)")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
 
@@ -286,11 +278,13 @@ def main(argv: list[str] | None = None) -> int:
     from manifold.deploy.compose.embedded import refresh_statistics
     refresh_statistics(settings)  # what the embedded pipeline does after a batch of publications
     dataset = size(settings, args.tenant)
-    queries = [json.loads(line)["text"] for line in (DATA / "queries.jsonl").read_text().splitlines() if line.strip()]
+    from eval_scifact import load_test
+    by_id, qrels = load_test(DATA, args.split)
+    queries = sorted(by_id.items())
     random.Random(args.seed).shuffle(queries)
-    result = measure(settings, args.tenant, queries[:args.queries], args.warmup)
-    out = {"benchmark": "embedded BM25: postings alone with kept statistics vs computed statistics vs postings joined to chunks", "machine": machine_info(),
-           "dataset": {**dataset, "copies": copies, "abstracts": len(corpus), "chunk_max_chars": MAX_CHARS,
+    result = measure(settings, args.tenant, queries[:args.queries], qrels, args.warmup)
+    out = {"benchmark": "embedded BM25: bounded reading (served) vs every posting vs statistics computed per question", "machine": machine_info(),
+           "split": args.split, "dataset": {**dataset, "copies": copies, "abstracts": len(corpus), "chunk_max_chars": MAX_CHARS,
                        "tenant": args.tenant, **loaded}, "result": result}
     args.out.write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps(out["result"], indent=2))

@@ -629,7 +629,7 @@ def build(results: Path) -> str:
                                      "unseen_worlds_dev.json", "scifact_titled.json", "everyday_baselines.json",
                                      "everyday_embedded.json", "everyday_distributed.json", "guard_eval.json",
                                      "embedded_ask_latency.json", "acl_bench.json", "console_pages.json",
-                                     "pg_bm25_latency.json"} | {p.name for p in results.glob("reliability*.json")}
+                                     "pg_bm25_latency.json", "pg_bm25_latency_before_bounded.json"} | {p.name for p in results.glob("reliability*.json")}
                                      | {p.name for p in results.glob("everyday_probe*.json")})
     return "\n".join(lines) + "\n"
 

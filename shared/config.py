@@ -248,6 +248,14 @@ class QuerySettings(_Section):
         """The default that applies to `tenant_id`'s documents without an ACL."""
         return self.acl_tenant_defaults.get(tenant_id, self.acl_default)
     exact_search_below: int = Field(2000, ge=0, description="vector search is exact when the filtered set is smaller")
+    bm25_postings_depth: int = Field(
+        300, ge=10, le=10_000_000,
+        description="embedded BM25 reads at most this many postings of each query term and field, best first "
+                    "(migration 17); a term in more chunks than this is cut to its best postings")
+    bm25_candidates: int = Field(
+        400, ge=10, le=100_000,
+        description="embedded BM25 scores this many chunks exactly (every posting of every query term), chosen "
+                    "by their score over the best postings (`bm25_postings_depth`); at least the step's limit")
     breaker_failures: int = Field(3, ge=1, le=100, description="consecutive failures that open a source's breaker")
     breaker_reset_s: float = Field(15.0, gt=0)
     metrics_port: int = Field(9465, ge=0, le=65535, description="0 disables /metrics on query workers")

@@ -21,7 +21,6 @@ from contract_world import DocSpec, doc_from_spec
 
 from manifold.ingest.load import handle
 from manifold.query.executors import pg_lexical
-from manifold.query.executors.bm25 import TITLE_BOOST
 from manifold.query.executors.pg_lexical import PgBM25Executor, kept_statistics
 from manifold.query.plan import BM25SearchParams
 from manifold.shared import analysis
@@ -140,9 +139,9 @@ def test_statistics_follow_every_change_of_the_serving_rows(world: World) -> Non
     assert world.statistics()[0] == ([], [])
 
 
-def _score(world: World, query: str) -> tuple[str, list[tuple[str, float]]]:
-    executor = PgBM25Executor(TenantConnections(world.roles["query"]), _settings())
-    result = executor.run(BM25SearchParams(query=query, limit=10), tenant_id=world.tenant, timeout_s=5.0)
+def _score(world: World, query: str, settings: Any = None, limit: int = 10) -> tuple[str, list[tuple[str, float]]]:
+    executor = PgBM25Executor(TenantConnections(world.roles["query"]), settings or _settings())
+    result = executor.run(BM25SearchParams(query=query, limit=limit), tenant_id=world.tenant, timeout_s=5.0)
     return result.result["statistics"], [(h.chunk_id, round(float(h.score or 0), 9)) for h in result.hits]
 
 
@@ -156,9 +155,7 @@ def _computed(world: World, query: str, kept: dict[str, float] | None = None) ->
     statement with those statistics), as the query role."""
     from collections import Counter
     counts = Counter(analysis.terms(query))
-    args = {"tenant": world.tenant, "terms": list(counts), "qtfs": list(counts.values()), "docs": None,
-            "k1": pg_lexical.BM25_K1, "b": pg_lexical.BM25_B, "title_boost": TITLE_BOOST,
-            "tie": pg_lexical.TIE_BREAKER, "limit": 10, "schema": PG_TEXT_SCHEMA_VERSION}
+    args = pg_lexical.bm25_arguments(world.tenant, counts, limit=10, settings=_settings())
     db = TenantConnections(world.roles["query"])
     with db.transaction(world.tenant, snapshot=True) as conn:
         statement = pg_lexical.BM25_SQL if kept is None else pg_lexical.BM25_KEPT_SQL
@@ -232,3 +229,37 @@ def test_postings_carry_their_chunks_lengths_and_the_query_role_reads_active_one
     world.manifest.delete_document(world.tenant, "valves", 2)  # retired: no longer active
     with TenantConnections(world.roles["query"]).transaction(world.tenant, snapshot=True) as conn:
         assert conn.execute("SELECT count(*) FROM manifold.text_terms").fetchone() == (0,)
+
+
+def test_bounded_reading_scores_its_candidates_exactly_and_hidden_postings_take_no_place(world: World) -> None:
+    """Migration 17: with a depth shorter than a term's list, each returned chunk's score is still
+    its score over every posting, and a posting the reader may not see never takes one of the
+    `depth` places (the hidden memo's chunks say "valves" most often, so they would come first)."""
+    # 40 chunks that say "valves" one to four times, at different lengths; "ball" is rare
+    lines = tuple(" ".join(["valves"] * (1 + i % 4) + ["steel"] * (i % 7) + (["ball"] if i % 10 == 0 else []))
+                  + f" line {i}." for i in range(40))
+    world.docs["many"] = doc_from_spec(world.tenant, DocSpec("many", (("Fittings", lines),)))
+    world.docs["hidden"] = doc_from_spec(world.tenant, DocSpec("hidden", (("Memo", tuple(
+        "valves " * 12 + f"memo {i}." for i in range(15))),)))
+    for name in ("many", "hidden", "valves"):
+        world.publish(name)
+    acl = PostgresAclStore(TenantConnections(world.roles["ingest"]))
+    assert acl.apply_acl(DocumentAclSet(tenant_id=world.tenant, seq=1, document_id="hidden", users=["someone-else"]))
+    hidden = {c.chunk_id for c in world.docs["hidden"].chunks}
+    bounded = _settings().model_copy(update={"bm25_postings_depth": 10, "bm25_candidates": 10})
+    every = _settings().model_copy(update={"bm25_postings_depth": 100_000, "bm25_candidates": 100_000})
+    for query in ("valves", "ball valves", "steel valves close"):
+        _, cut = _score(world, query, bounded)
+        _, whole = _score(world, query, every, limit=100)
+        assert len(cut) == 10 and not {cid for cid, _ in cut} & hidden
+        exact = dict(whole)
+        assert all(exact[cid] == score for cid, score in cut), query  # candidates are scored exactly
+        assert cut[0] == whole[0], query
+
+
+def test_bounded_reading_changes_nothing_while_every_list_fits_the_depth(world: World) -> None:
+    for name in ("valves", "pumps"):
+        world.publish(name)
+    small = _settings().model_copy(update={"bm25_postings_depth": 10, "bm25_candidates": 10})
+    for query in ("valves close", "PTFE seals solvents", "pump flow valves"):
+        assert _score(world, query, small) == _score(world, query)

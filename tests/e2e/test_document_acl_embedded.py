@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -219,12 +220,10 @@ def test_bm25_reads_the_collection_statistics_once_per_question_under_the_polici
 
     from manifold.query.executors import pg_lexical
     from manifold.shared import analysis
-    from manifold.shared.stores.pg_text import PG_TEXT_SCHEMA_VERSION
 
     terms = analysis.terms("calibration supplier delivery invoice pressure")
-    args = {"terms": terms, "qtfs": [1] * len(terms), "tenant": embedded_world.tenant,
-            "schema": PG_TEXT_SCHEMA_VERSION, "k1": pg_lexical.BM25_K1, "b": pg_lexical.BM25_B, "docs": None,
-            "title_boost": pg_lexical.TITLE_BOOST, "tie": pg_lexical.TIE_BREAKER, "limit": 20}
+    args = pg_lexical.bm25_arguments(embedded_world.tenant, Counter(terms), limit=20,
+                                     settings=embedded_world.settings.query)
     with psycopg.connect(embedded_world.settings.postgres.conninfo()) as conn, \
             conn.transaction(force_rollback=True):
         conn.execute("SET LOCAL ROLE manifold_query")
