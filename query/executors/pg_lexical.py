@@ -95,8 +95,8 @@ from manifold.shared.identifiers import find_identifiers
 from manifold.shared.stores.pg_connections import TenantConnections
 from manifold.shared.stores.pg_text import PG_TEXT_SCHEMA_VERSION, analyze, title_phrase
 
-__all__ = ["BM25_B", "BM25_K1", "BM25_KEPT_SQL", "BM25_SQL", "TIE_BREAKER", "PgBM25Executor", "PgExactLookupExecutor", "bm25_arguments",
-           "kept_statistics"]
+__all__ = ["BM25_B", "BM25_K1", "BM25_KEPT_SQL", "BM25_SQL", "TIE_BREAKER", "PgBM25Executor",
+           "PgExactLookupExecutor", "bm25_arguments", "kept_statistics"]
 
 BM25_K1 = 1.2
 BM25_B = 0.75
