@@ -253,7 +253,9 @@ def covered(term: str, texts: Iterable[str]) -> bool:
     """Whether `term` occurs in any of `texts`: literally, as a glued name and version written
     apart (`version_variants`), a name and its number together (`_pair_covered`), a path under
     the home directory (`~/.Rprofile`, `$HOME/.netrc`) by the part after it, or (a single
-    word) by its stem."""
+    word) by its stem, or (a single word without inner capitals) as its two parts written apart
+    (`_written_apart`) or by its first letters. A name with inner capitals (`MusicXML`) is never
+    covered by a part of it: "music" in a passage is not "MusicXML"."""
     texts = list(texts)
     if any(occurs(v, t) for v in (term, *version_variants(term)) for t in texts):
         return True
@@ -270,9 +272,29 @@ def covered(term: str, texts: Iterable[str]) -> bool:
     stems = _stems(term)
     if stems and any(stems <= _stems(t) for t in texts):
         return True
+    if any(c.isupper() for c in term[1:]):  # a name with inner capitals (MusicXML): not by its parts
+        return False
+    if _written_apart(term, texts):
+        return True
     # a variant the stemmer keeps apart ("warranty" / "warrants"): the same first letters
     head = term.casefold()[:max(5, len(term) - 3)]
     return len(term) >= 6 and any(re.search(r"(?<![^\W\d_])" + re.escape(head), t, re.IGNORECASE) for t in texts)
+
+
+_PARTICLES = frozenset({"up", "in", "on", "by", "to"})
+
+
+def _written_apart(word: str, texts: list[str]) -> bool:
+    """Whether a compound word is written as its two parts in a text ("rollover" as "roll over"
+    or "roll-over", "setup" as "set up", "filename" as "file name"): each part 3 letters or more,
+    or the second a particle ("log in", "back up"), and the first not a stop word."""
+    for cut in range(3, len(word) - 1):
+        head, tail = word[:cut], word[cut:]
+        if head.casefold() in STOPWORDS or not (len(tail) >= 3 or tail.casefold() in _PARTICLES):
+            continue
+        if any(occurs(f"{head} {tail}", t) for t in texts):
+            return True
+    return False
 
 
 ENGLISH_PREFIXES = ("counter", "inter", "under", "super", "over", "with", "fore", "down", "out", "pre", "non",

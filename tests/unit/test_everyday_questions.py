@@ -300,3 +300,18 @@ def test_a_leading_rescue_puts_new_documents_first_and_repeats_of_cited_ones_aft
     order = _rescue_order([*rescue, *search], rescued, {"remoteip"})
     assert [e.evidence_id for e in order] == ["r-new", "s1", "s2", "r-same"]
     assert _rescue_order([*rescue, *search], rescued, set()) == [*rescue, *search]
+
+
+def test_a_compound_word_is_covered_when_written_as_its_two_parts() -> None:
+    assert covered("rollover", ["useful to correct tracks for week number roll over problems"])
+    assert covered("rollover", ["a roll-over of the counter"])
+    assert covered("setup", ["how to set up the box"]) and covered("backup", ["back up the data first"])
+    assert not covered("rollover", ["roll the dice, it is over"])
+    assert not covered("therapist", ["the rapist"])  # a stop word is no part of a compound
+
+
+def test_a_name_with_inner_capitals_is_covered_only_as_written() -> None:
+    assert not covered("MusicXML", ["abc2midi writes music as MIDI files"])  # not by its first letters
+    assert covered("MusicXML", ["exports musicxml too"])
+    assert covered("warranty", ["the seller warrants it"])  # the first-letters rule still holds for words
+    assert covered("WebSockets", ["a WebSocket connection"])  # by its stem, as any word
