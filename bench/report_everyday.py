@@ -49,11 +49,12 @@ def everyday_section(results: Path) -> list[str]:
 
 
 PROBES = {"everyday_probe2": "bench/everyday_probe2", "everyday_probe3": "bench/everyday_probe3",
-          "everyday_probe4": "bench/everyday_probe4"}
+          "everyday_probe4": "bench/everyday_probe4", "everyday_probe5": "bench/everyday_probe5"}
 """Probe sets written after the main set, in domains it does not cover: results
 `<name>_baselines.json` (`EVERYDAY_SET=... bench/everyday_baselines.py --out`),
 `<name>_embedded.json` (`EVERYDAY_SET=... bench/eval_everyday.py --out`) and, when it was run,
-`<name>_distributed.json` (the same with `--profile distributed`)."""
+`<name>_distributed.json` (the same with `--profile distributed`); `<name>_embedded_blind.json` is
+the first run on a set, before anything was changed for it."""
 
 
 def _probe_lines(results: Path) -> list[str]:
@@ -62,7 +63,8 @@ def _probe_lines(results: Path) -> list[str]:
     out: list[str] = []
     for name, folder in PROBES.items():
         base = _load(results, f"{name}_baselines.json")
-        runs = [(profile, _load(results, f"{name}_{profile}.json")) for profile in ("embedded", "distributed")]
+        runs = [(profile, _load(results, f"{name}_{profile}.json"))
+                for profile in ("embedded_blind", "embedded", "distributed")]
         if base is None and not any(served for _, served in runs):
             continue
         rows = []
@@ -74,7 +76,9 @@ def _probe_lines(results: Path) -> list[str]:
             if not (served and isinstance(served.get("summary"), dict)):
                 continue
             sm = served["summary"]
-            rows.append([f"manifold {profile} (`{served.get('commit', '?')}`)",
+            label = "embedded, blind: the first run, before any change for this set" if profile == "embedded_blind" \
+                else profile
+            rows.append([f"manifold {label} (`{served.get('commit', '?')}`)",
                          *(_rate((sm.get(split) or {}).get("found_rate")) for split, _ in _SPLITS),
                          " / ".join(_rate((sm.get(split) or {}).get("abstention_rate")) for split, _ in _SPLITS),
                          " / ".join(str((sm.get(split) or {}).get("false_abstentions", "?")) for split, _ in _SPLITS)])
