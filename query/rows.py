@@ -28,7 +28,8 @@ from manifold.query.routing.lexicon import QUESTION_WORDS, STOPWORDS
 from manifold.query.types import TextHit
 from manifold.shared import analysis
 
-__all__ = ["MIN_MATCH", "MIN_SHARE", "ROW_AT", "row_hit", "row_match"]
+__all__ = ["MIN_MATCH", "MIN_ROWS", "MIN_SHARE", "ROW_AT", "branch_order", "content_stems", "row_hit", "row_match",
+           "table_rows"]
 
 ROW_AT = 2
 """Where the table chunk joins the pool (0-based): third, after the two best fused chunks."""
@@ -40,19 +41,22 @@ MIN_SHARE = 0.3
 _WORD = re.compile(r"[^\W_][\w.'’-]*")
 
 
-def _stems(question: str) -> set[str]:
+def content_stems(question: str) -> set[str]:
+    """The question's content stems: `shared.analysis.terms` of its words without stop and
+    question words."""
     words = [w for w in _WORD.findall(question) if w.casefold() not in STOPWORDS | QUESTION_WORDS]
     return set(analysis.terms(" ".join(words)))
 
 
-def _rows(text: str) -> list[str]:
+def table_rows(text: str) -> list[str]:
+    """The lines of `text` that hold a cell separator (` | `, a tab)."""
     return [line for line in text.split("\n") if " | " in line or "\t" in line]
 
 
 def row_match(text: str, stems: set[str]) -> int:
     """The best row's match of a table chunk's `text` for `stems` (module docstring); 0 when the
     text is not a table."""
-    rows = _rows(text)
+    rows = table_rows(text)
     if len(rows) < MIN_ROWS:
         return 0
     header = set(analysis.terms(rows[0])) & stems
@@ -61,7 +65,7 @@ def row_match(text: str, stems: set[str]) -> int:
 
 def row_hit(hits: Iterable[TextHit], question: str, shown: Iterable[str]) -> TextHit | None:
     """The table chunk whose row best answers the question, or None (module docstring)."""
-    stems = _stems(question)
+    stems = content_stems(question)
     if not stems:
         return None
     seen = set(shown)

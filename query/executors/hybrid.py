@@ -24,7 +24,9 @@ Guarantees of `HybridExecutor.run(params, *, tenant_id, timeout_s)`:
   "the Artistic license") that has at most one chunk among the first `params.limit` gets its
   best other passage for the question, from one BM25 search within it, third in the pool; and a
   table chunk among the BM25 and vector branches' hits whose best row holds enough of the
-  question's words (`query.rows`) joins the pool third when it is not already shown.
+  question's words (`query.rows`) joins the pool third when it is not already shown, and a prose
+  chunk among them whose one sentence holds at least half of the question's content words
+  (`query.sentences`) joins it fourth when it is not already shown.
   `result["contents"]` lists what was followed (a failed search follows nothing).
   `result["fusion"]` names the method used.
 - Output hits carry the fused rank and score; each evidence item carries every branch's original
@@ -44,7 +46,7 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, Protocol
 
-from manifold.query import contents, named, rows
+from manifold.query import contents, named, rows, sentences
 from manifold.query.evidence import StoreClock, chunk_evidence, final_check, now_utc, require_list, unique
 from manifold.query.executors.vector import VectorExecutor
 from manifold.query.fusion import Fused, fuse
@@ -209,11 +211,16 @@ class HybridExecutor:
             searched, fusion_hits = self._follow_named(fusion_hits, params.query, doc, tenant_id,
                                                        deadline - _GRACE_S, params.limit)
             followed.append(searched)
-        row = rows.row_hit(rows.branch_order([r.hits for b, r in results.items() if b in ("bm25", "vector")]),
-                           params.query, (f.hit.chunk_id for f in fusion_hits[:params.limit]))
+        branches = [r.hits for b, r in results.items() if b in ("bm25", "vector")]
+        row = rows.row_hit(rows.branch_order(branches), params.query,
+                           (f.hit.chunk_id for f in fusion_hits[:params.limit]))
         if row is not None:  # a table whose one row says what is asked (`query.rows`): no search, no I/O
             fusion_hits = lift(fusion_hits, rows.ROW_AT, row, "row")
             followed.append({"document_id": row.document_id, "row": True, "chunk_id": row.chunk_id})
+        line = sentences.sentence_hit(branches, params.query, (f.hit.chunk_id for f in fusion_hits[:params.limit]))
+        if line is not None:  # a passage whose one sentence says what is asked (`query.sentences`): no I/O
+            fusion_hits = lift(fusion_hits, sentences.SENTENCE_AT, line, "sentence")
+            followed.append({"document_id": line.document_id, "sentence": True, "chunk_id": line.chunk_id})
         fused = arrange(with_term_hits(fusion_hits, anchored.hits if anchored else (), params.terms),
                         params.terms, limit=params.limit, per_document_cap=params.per_document_cap,
                         query=params.query)

@@ -26,7 +26,7 @@ def test_the_table_whose_row_holds_the_question_is_found_unless_it_is_shown() ->
 
 
 def test_header_words_and_prose_do_not_count_and_weak_rows_are_not_enough() -> None:
-    stems = rows._stems(QUESTION)
+    stems = rows.content_stems(QUESTION)
     assert rows.row_match(SASL, stems) == 4  # using, mechanisms, unencrypted, password
     # prose is not a table, however many words it shares
     assert rows.row_match("mechanisms that send the password unencrypted, in Postfix SASL", stems) == 0
