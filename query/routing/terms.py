@@ -20,7 +20,7 @@ Guarantees:
 - `salient_terms(question, common)` are the words and terms a relevant passage must contain:
   technical terms, quoted phrases, numbers that name something (a capitalised name with its
   number as one term, "Debian 9", "Ubuntu 24.04"; after a generic word, "ISO 4217", "section 12",
-  the number alone), capitalised names that are not the question's first word,
+  the number alone), capitalised names that do not open the question or one of its sentences,
   and rare words (alphabetic, ≥ 4 letters, not stop words, for which `common(word)` is False).
   `covered(term, texts)` says whether a salient term occurs in any text, comparing words by
   their Snowball stem so `caching` covers `cache`, and a word of six letters or more also by its
@@ -162,20 +162,26 @@ def own_terms(question: str, salient: Iterable[str]) -> list[str]:
             and (t.isupper() or (t.isalpha() and t.islower()))]
 
 
+def _opens_sentence(text: str, start: int) -> bool:
+    """Whether the word at `start` begins `text` or a sentence of it (after `.`, `!`, `?` or a line
+    break): there a capital letter is the sentence's, not a name's ("... after they move. Am I")."""
+    before = text[:start].rstrip(" \t\"'“‘(")
+    return not before or before[-1] in ".!?\n"
+
+
 def salient_terms(question: str, common: Callable[[str], bool]) -> list[str]:
     """The terms a relevant passage must contain (see the module guarantees), first seen first."""
     out: dict[str, None] = {}
     for term in [*technical_terms(question), *_quoted(question), *_numbers(question)]:
         out.setdefault(term, None)
     taken = " ".join(out)
-    words = list(_WORD.finditer(question))
-    for k, match in enumerate(words):
+    for match in _WORD.finditer(question):
         word = re.sub(r"['’]s$", "", match.group(0)).strip("'’-")
         low = word.casefold()
         if (len(word) < 2 or low in STOPWORDS or low in QUESTION_WORDS or low in _CALENDAR or low in _META
                 or word in taken):
             continue
-        capitalised = word[:1].isupper() and k > 0 and not word.isupper()
+        capitalised = word[:1].isupper() and not _opens_sentence(question, match.start()) and not word.isupper()
         acronym = word.isupper() and len(word) >= 2
         rare = word.isalpha() and len(word) >= 4 and not common(low)
         if capitalised or acronym or rare:

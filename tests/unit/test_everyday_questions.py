@@ -315,3 +315,9 @@ def test_a_name_with_inner_capitals_is_covered_only_as_written() -> None:
     assert covered("MusicXML", ["exports musicxml too"])
     assert covered("warranty", ["the seller warrants it"])  # the first-letters rule still holds for words
     assert covered("WebSockets", ["a WebSocket connection"])  # by its stem, as any word
+
+
+def test_a_capital_that_opens_a_sentence_is_not_a_name() -> None:
+    question = "My opponent's clock jumps back up after they move. Am I being cheated? Could Xboard fix it?"
+    assert salient_terms(question, lambda word: True) == ["Xboard"]  # every ordinary word is common here
+    assert "Raspbian" in salient_terms("I use a Pi. Raspbian won't boot", common)  # a rare word still counts
