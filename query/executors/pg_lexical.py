@@ -150,7 +150,10 @@ def _ranked(name: str, postings: str, limit: str) -> str:
 )"""
 
 
-_SCORE = f"""best_postings AS (
+def _postings(name: str, condition: str) -> str:
+    """CTE `name`: for each query term and field, the postings that meet `condition` (an SQL
+    fragment over `t`, possibly with an ORDER BY / LIMIT tail), as rows `_ranked` reads."""
+    return f"""{name} AS (
     SELECT p.chunk_id, df.field, p.tf, p.field_length, q.qtf, df.n_t
     FROM q
     JOIN df ON df.term = q.term
@@ -158,19 +161,16 @@ _SCORE = f"""best_postings AS (
         SELECT t.chunk_id, t.tf, t.field_length FROM manifold.text_terms t
         WHERE t.tenant_id = %(tenant)s AND t.term = q.term AND t.field = df.field
           AND t.text_schema_version = %(schema)s
-          AND (%(docs)s::text[] IS NULL OR t.document_id = ANY(%(docs)s::text[]))
+          AND {condition}) p
+)"""
+
+
+_BEST_FIRST = """(%(docs)s::text[] IS NULL OR t.document_id = ANY(%(docs)s::text[]))
         ORDER BY manifold.bm25_impact(t.field, t.tf, t.field_length) DESC, t.chunk_id
-        LIMIT %(depth)s) p
-), {_ranked("candidates", "best_postings", "%(candidates)s")}, candidate_postings AS (
-    SELECT p.chunk_id, df.field, p.tf, p.field_length, q.qtf, df.n_t
-    FROM q
-    JOIN df ON df.term = q.term
-    CROSS JOIN LATERAL (
-        SELECT t.chunk_id, t.tf, t.field_length FROM manifold.text_terms t
-        WHERE t.tenant_id = %(tenant)s AND t.term = q.term AND t.field = df.field
-          AND t.text_schema_version = %(schema)s
-          AND t.chunk_id = ANY(ARRAY(SELECT chunk_id FROM candidates))) p
-), {_ranked("top", "candidate_postings", "%(limit)s")}
+        LIMIT %(depth)s"""
+_SCORE = f"""{_postings("best_postings", _BEST_FIRST)}, {_ranked("candidates", "best_postings", "%(candidates)s")},
+{_postings("candidate_postings", "t.chunk_id = ANY(ARRAY(SELECT chunk_id FROM candidates))")},
+{_ranked("top", "candidate_postings", "%(limit)s")}
 SELECT {_TEXT_COLUMNS}, f.score
 FROM top f
 JOIN manifold.text_chunks c ON c.tenant_id = %(tenant)s AND c.chunk_id = f.chunk_id
