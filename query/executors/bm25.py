@@ -1,8 +1,9 @@
 """`bm25_search`: lexical relevance over chunk text and section titles in Elasticsearch.
 
 Guarantees of `BM25Executor.run(params, *, tenant_id, timeout_s)`:
-- The query is analysed in Python exactly as the indexed fields were (`analysis.analyzed`:
-  stop words, Snowball English stems), then one `multi_match` (best_fields, tie_breaker 0.3) over
+- The query is analysed in Python exactly as the indexed fields were (`analysis.terms`:
+  stop words, Snowball English stems; each term scoped to the tenant, `es_mapping.scoped_terms`,
+  so document frequencies are the tenant's own), then one `multi_match` (best_fields, tie_breaker 0.3) over
   the pre-analysed `text_terms` and `title_terms` (the document title and section path of the
   chunk, boost `TITLE_BOOST`), inside a bool filter that always carries
   `es_serving_filter(tenant_id)` (active + the reader's ACL) and, when given, a `terms` filter
@@ -36,7 +37,7 @@ from manifold.query.plan import BM25SearchParams
 from manifold.query.types import Gap, StepResult, TextHit
 from manifold.shared import analysis
 from manifold.shared.config import QuerySettings
-from manifold.shared.stores.es_mapping import ES_ALIAS
+from manifold.shared.stores.es_mapping import ES_ALIAS, scoped_terms
 from manifold.shared.stores.pg_connections import TenantConnections
 from manifold.shared.stores.serving import es_serving_filter
 
@@ -52,7 +53,7 @@ def bm25_query(query: str, tenant_id: str, document_ids: Sequence[str] | None) -
         filters = [*filters, {"terms": {"document_id": list(document_ids)}}]
     return {"bool": {
         "filter": filters,
-        "must": [{"multi_match": {"query": analysis.analyzed(query), "type": "best_fields",
+        "must": [{"multi_match": {"query": scoped_terms(tenant_id, analysis.terms(query)), "type": "best_fields",
                                   "tie_breaker": TIE_BREAKER,
                                   "fields": ["text_terms", f"title_terms^{TITLE_BOOST}"]}}],
     }}

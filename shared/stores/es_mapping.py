@@ -1,15 +1,21 @@
 """The Elasticsearch chunk index's schema: settings, strict mapping, and each chunk's document.
 
-Index `manifold-chunks-v2` (`ES_INDEX`, schema `ES_SCHEMA_VERSION`), reachable through the alias
+Index `manifold-chunks-v3` (`ES_INDEX`, schema `ES_SCHEMA_VERSION`), reachable through the alias
 `manifold-chunks` (`ES_ALIAS`) so a new version can be backfilled in parallel and switched
 atomically (`ElasticsearchTextIndex.switch_alias`). The mapping is strict (an unknown field is an
 error, not a silently added one):
 
 - `text_terms` and `title_terms`: the BM25 fields, pre-analysed in Python
-  (`manifold.shared.analysis.analyzed`: tokens, lowercase, stop words, Snowball English stems,
+  (`manifold.shared.analysis.terms`: tokens, lowercase, stop words, Snowball English stems,
   version `ANALYSIS_VERSION`) and indexed with the built-in `whitespace` analyzer, so this index
   and the PostgreSQL text index hold the same terms; `title_terms` is the analysed
-  `heading_text` (document title + the chunk's section path);
+  `heading_text` (document title + the chunk's section path). Every term is stored scoped to its
+  tenant (`scoped_terms`: `<tenant key>|<term>`), so the document frequency BM25 reads for a term
+  is the number of the tenant's own chunks holding it: words other tenants use often no longer
+  lose weight in this tenant's ranking, and a score reveals nothing about other tenants' words.
+  Two numbers per field stay index-wide: the document count (IDF's numerator) and the average
+  length (length normalisation); they carry no terms, and an index per tenant would be the price
+  of making them per tenant too.
 - `text`: analyzer `manifold_english` (unstemmed), with `text.std` (standard analyzer) for exact
   wording;
 - keywords, never analysed: `tenant_id`, `document_id`, `doc_version` ("<document_id>@<version>"),
@@ -30,13 +36,16 @@ Guarantees: `chunk_sources` is pure and deterministic; every chunk document's `_
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterable
 from typing import Any
 
 from manifold.shared import analysis
 from manifold.shared.artifacts import ExtractedDocument
 
-ES_SCHEMA_VERSION = "2"
-"""2: the pre-analysed `text_terms`/`title_terms` fields (`analysis.ANALYSIS_VERSION`)."""
+ES_SCHEMA_VERSION = "3"
+"""2: the pre-analysed `text_terms`/`title_terms` fields (`analysis.ANALYSIS_VERSION`);
+3: their terms scoped to the tenant (`scoped_terms`), for per-tenant BM25 statistics."""
 ES_INDEX = f"manifold-chunks-v{ES_SCHEMA_VERSION}"
 ES_ALIAS = "manifold-chunks"
 
@@ -85,6 +94,27 @@ SERVING_FIELD = {"serving": {"type": "boolean"}}
 """Added by put_mapping to an index created before the publisher existed (the mapping is strict)."""
 
 
+_SCOPE_SEPARATOR = "|"
+"""Never part of a term (`analysis.tokens` keeps word characters and `.',:;` only)."""
+_TERM_LIMIT = 255
+"""The `whitespace` analyzer's longest token: a longer scoped term is cut to it, the same way
+here for the index and for the query, so both sides always hold the same term."""
+
+
+def tenant_key(tenant_id: str) -> str:
+    """The short, fixed-length key a tenant's terms are scoped with (12 hex digits of BLAKE2b).
+    Two tenants sharing a key would share term statistics, never documents: every search is
+    still filtered on `tenant_id`."""
+    return hashlib.blake2b(tenant_id.encode("utf-8"), digest_size=6).hexdigest()
+
+
+def scoped_terms(tenant_id: str, terms: Iterable[str]) -> str:
+    """The value of a pre-analysed field for `tenant_id`: each term as `<tenant key>|<term>`,
+    space-joined (the query side builds its query string with the same function)."""
+    prefix = tenant_key(tenant_id) + _SCOPE_SEPARATOR
+    return " ".join((prefix + t)[:_TERM_LIMIT] for t in terms)
+
+
 def doc_version(document_id: str, version: int) -> str:
     """The `doc_version` keyword: unambiguous, as the version (an integer) follows the last '@'."""
     return f"{document_id}@{version}"
@@ -95,8 +125,8 @@ def chunk_sources(doc: ExtractedDocument) -> list[tuple[str, dict[str, Any]]]:
     ref, v = doc.doc, doc.versions
     titles = {s.section_id: s for s in doc.sections}
     doc_title = ref.metadata.get("title")
-    headings = {s.section_id: analysis.analyzed(analysis.heading_text(
-        doc_title if isinstance(doc_title, str) else None, s.path)) for s in doc.sections}
+    headings = {s.section_id: scoped_terms(ref.tenant_id, analysis.terms(analysis.heading_text(
+        doc_title if isinstance(doc_title, str) else None, s.path))) for s in doc.sections}
     fp = v.fingerprint()
     out: list[tuple[str, dict[str, Any]]] = []
     for c in doc.chunks:
@@ -106,7 +136,7 @@ def chunk_sources(doc: ExtractedDocument) -> list[tuple[str, dict[str, Any]]]:
             "doc_version": doc_version(ref.document_id, ref.version), "chunk_id": c.chunk_id,
             "section_id": c.section_id, "section_title": section.title, "section_path": list(section.path),
             "ordinal": c.ordinal, "kind": c.kind, "text": c.text, "identifiers": list(c.identifiers),
-            "text_terms": analysis.analyzed(c.text), "title_terms": headings[c.section_id],
+            "text_terms": scoped_terms(ref.tenant_id, analysis.terms(c.text)), "title_terms": headings[c.section_id],
             "analysis_version": analysis.ANALYSIS_VERSION,
             "content_sha256": c.content_sha256, "doc_content_sha256": ref.content_sha256,
             "media_type": ref.media_type, "parser_version": v.parser, "chunker_version": v.chunker,

@@ -75,15 +75,15 @@ def test_stemmed_fields_match_inflections_and_identifiers_stay_exact(es_client, 
     `identifiers` field is never analysed."""
     from manifold.query.executors.bm25 import bm25_query
     from manifold.shared import analysis
-    from manifold.shared.stores.es_mapping import ES_MAPPING, ES_SETTINGS
+    from manifold.shared.stores.es_mapping import ES_MAPPING, ES_SETTINGS, scoped_terms
 
     index = unique("stem-es")
     es_client.indices.create(index=index, settings=ES_SETTINGS, mappings=ES_MAPPING)
     try:
         doc = {"tenant_id": "t1", "document_id": "d1", "version": 1, "chunk_id": "c1", "serving": True,
                "text": "Vaccinated mice were studied", "identifiers": ["INV-2026-0148"],
-               "text_terms": analysis.analyzed("Vaccinated mice were studied"),
-               "title_terms": analysis.analyzed("Immunity studies")}
+               "text_terms": scoped_terms("t1", analysis.terms("Vaccinated mice were studied")),
+               "title_terms": scoped_terms("t1", analysis.terms("Immunity studies"))}
         es_client.index(index=index, id="t1/c1", document=doc, refresh=True)
         query = bm25_query("vaccination study", "t1", None)
         hits = es_client.search(index=index, query=query)["hits"]["hits"]
@@ -91,5 +91,51 @@ def test_stemmed_fields_match_inflections_and_identifiers_stay_exact(es_client, 
         assert es_client.search(index=index, query=bm25_query("vaccination", "t2", None))["hits"]["hits"] == []
         assert es_client.count(index=index, query={"term": {"identifiers": "inv-2026-0148"}})["count"] == 0
         assert es_client.count(index=index, query={"term": {"identifiers": "INV-2026-0148"}})["count"] == 1
+    finally:
+        es_client.indices.delete(index=index, ignore_unavailable=True)
+
+
+def test_document_frequencies_are_the_tenants_own(es_client, unique) -> None:
+    """Terms are scoped to their tenant, so the document frequency BM25 reads for a term is the
+    number of the asking tenant's chunks holding it: another tenant's many copies of the same
+    words leave it unchanged (with unscoped terms it would count them all). The document count
+    and average length are index-wide (module docstring of `es_mapping`)."""
+    from manifold.query.executors.bm25 import bm25_query
+    from manifold.shared import analysis
+    from manifold.shared.stores.es_mapping import ES_MAPPING, ES_SETTINGS, scoped_terms
+
+    index = unique("scoped-es")
+    es_client.indices.create(index=index, settings=ES_SETTINGS, mappings=ES_MAPPING)
+
+    def put(tenant: str, chunk: str, text: str) -> None:
+        es_client.index(index=index, id=f"{tenant}/{chunk}", refresh=True, document={
+            "tenant_id": tenant, "document_id": chunk, "version": 1, "chunk_id": chunk, "serving": True,
+            "text": text, "text_terms": scoped_terms(tenant, analysis.terms(text)),
+            "title_terms": scoped_terms(tenant, analysis.terms("Manual"))})
+
+    def frequencies(tenant: str, question: str) -> list[int]:
+        """The `n` (documents containing the term) of every term in the top hit's explanation."""
+        hit = es_client.search(index=index, query=bm25_query(question, tenant, None), explain=True,
+                               size=1)["hits"]["hits"][0]
+        found: list[int] = []
+
+        def walk(node: dict) -> None:
+            if node.get("description", "").startswith("n, number of documents containing term"):
+                found.append(int(node["value"]))
+            for child in node.get("details", []):
+                walk(child)
+        walk(hit["_explanation"])
+        return found
+
+    try:
+        put("t1", "a", "The rotation interval of the signing key is ninety days")
+        put("t1", "b", "Backups are kept for thirty days in the cold bucket")
+        assert frequencies("t1", "signing key rotation") == [1, 1, 1]
+        for i in range(6):
+            put("t2", f"c{i}", "The rotation interval of the signing key is ninety days")
+        assert frequencies("t1", "signing key rotation") == [1, 1, 1]
+        assert frequencies("t2", "signing key rotation") == [6, 6, 6]
+        assert {h["_id"] for h in es_client.search(index=index, query=bm25_query("rotation", "t1", None))[
+            "hits"]["hits"]} == {"t1/a"}
     finally:
         es_client.indices.delete(index=index, ignore_unavailable=True)
