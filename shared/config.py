@@ -248,6 +248,10 @@ class QuerySettings(_Section):
         """The default that applies to `tenant_id`'s documents without an ACL."""
         return self.acl_tenant_defaults.get(tenant_id, self.acl_default)
     exact_search_below: int = Field(2000, ge=0, description="vector search is exact when the filtered set is smaller")
+    vector_large_ttl_s: float = Field(
+        30.0, ge=0, le=3600,
+        description="how long a vector search remembers that a reader's filtered set reached `exact_search_below` "
+                    "(and skips the count); 0 counts before every search")
     bm25_postings_depth: int = Field(
         300, ge=10, le=10_000_000,
         description="embedded BM25 reads at most this many postings of each query term and field, best first "

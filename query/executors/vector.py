@@ -15,7 +15,12 @@ Guarantees of `VectorExecutor.run(params, *, tenant_id, timeout_s)`:
   re-sorted by distance. `result["vector_mode"]` says which ("exact" / "hnsw"). The count runs
   under the reader's ACL policies, so a reader who may read few chunks gets an exact search over
   them; an approximate search that returns fewer than `limit` neighbours while more exist (a
-  selective filter the iterative scan could not satisfy) is redone exactly.
+  selective filter the iterative scan could not satisfy) is redone exactly. A count that reached
+  the threshold is remembered for `settings.vector_large_ttl_s` per (tenant, reader scope,
+  configuration, document filter), and such searches skip the count (it cost about as much as
+  the HNSW search at 50,000 chunks, `bench/route_phases.py`). Only "large" is remembered: if the
+  set has shrunk since, the HNSW search returns fewer neighbours than asked and is redone
+  exactly, as above; a small count is never remembered.
 - Hits are ranked 1..n by distance (ties by chunk id); `score = 1 - cosine distance`.
 - `exact_neighbours(...)` and `search_vector(..., mode=...)` let a benchmark compare HNSW with
   exact search under the same tenant filter; `recall_at_k` is the pure comparison.
@@ -37,6 +42,7 @@ Guarantees of `VectorExecutor.run(params, *, tenant_id, timeout_s)`:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -102,6 +108,8 @@ _SQL = {True: (_COUNT, _EXACT, _HNSW), False: (_COUNT_P, _EXACT_P, _HNSW_P)}
 """is primary -> (count, exact, hnsw)."""
 
 _CONFIG_RETRIES = 3
+_LARGE_ENTRIES = 4096
+"""At most this many remembered "large" sets (then all are forgotten at once)."""
 
 
 
@@ -120,7 +128,8 @@ class VectorSearch:
     mode: VectorMode
     filtered_count: int | None
     """Active chunks under the filter, counted only up to `exact_search_below` (so a value equal to
-    it means "at least"), and only when the mode was chosen automatically."""
+    it means "at least"), and only when the mode was chosen automatically by a count (None when
+    the set was remembered as large, or the mode was given)."""
     dropped_inactive: int
     store_ms: float
     config: str = PRIMARY
@@ -146,6 +155,8 @@ class VectorExecutor:
         self._configs = configs or ConfigEmbedders(embedder)
         self._last_config: dict[str, str] = {}
         """tenant -> the configuration it last searched (a guess, confirmed in each search)."""
+        self._large: dict[tuple[Any, ...], float] = {}
+        """(tenant, scope, configuration, documents) -> until when its set is known to be large."""
 
     def run(self, params: VectorSearchParams, *, tenant_id: str, timeout_s: float) -> StepResult:
         docs = require_list(params.document_ids, "document_ids")
@@ -206,10 +217,18 @@ class VectorExecutor:
             args["config"] = active
             args["v"] = np.asarray(make_vector(active), dtype=np.float32)
             count_sql, exact_sql, hnsw_sql = _SQL[active == PRIMARY]
-            if mode is None:
+            key = (tenant_id, access.for_tenant(tenant_id), active,
+                   None if args["docs"] is None else tuple(args["docs"]))
+            if mode is None and self._large.get(key, 0.0) > time.monotonic():
+                mode = "hnsw"
+            elif mode is None:
                 row = conn.execute(count_sql, args).fetchone()
                 count = int(row[0]) if row else 0
                 mode = "exact" if count < self._settings.exact_search_below else "hnsw"
+                if mode == "hnsw" and self._settings.vector_large_ttl_s > 0:
+                    if len(self._large) >= _LARGE_ENTRIES:
+                        self._large.clear()
+                    self._large[key] = time.monotonic() + self._settings.vector_large_ttl_s
             if mode == "exact":
                 conn.execute("SELECT set_config('enable_indexscan', 'off', true)")
                 rows = conn.execute(exact_sql, args).fetchall()

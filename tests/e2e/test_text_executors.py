@@ -138,6 +138,39 @@ def test_vector_hnsw_mode_and_recall_against_exact(world, ex: Execs) -> None:
     assert recall_at_k([h.chunk_id for h in approx.hits], [h.chunk_id for h in exact.hits], 10) >= 0.9
 
 
+def test_a_large_set_is_counted_once_then_remembered(world, ex: Execs) -> None:
+    """With the threshold below the tenant's size the first search counts (and says so), the next
+    ones skip the count and return the same neighbours; a document filter is its own set."""
+    settings = world.settings.query.model_copy(update={"exact_search_below": 3})
+    vector = VectorExecutor(ex.db, ex.embedder, settings)
+    vec = ex.embedder.encode(["can I send back broken goods?"])[0]
+    first = vector.search_vector(vec, tenant_id=world.northstar, limit=5, timeout_s=T)
+    again = vector.search_vector(vec, tenant_id=world.northstar, limit=5, timeout_s=T)
+    assert (first.mode, first.filtered_count) == ("hnsw", 3)
+    assert (again.mode, again.filtered_count) == ("hnsw", None)
+    assert [h.chunk_id for h in again.hits] == [h.chunk_id for h in first.hits]
+    scoped = vector.search_vector(vec, tenant_id=world.northstar, limit=5, timeout_s=T, document_ids=[RETURNS])
+    assert scoped.filtered_count is not None and {h.document_id for h in scoped.hits} == {RETURNS}
+    never = VectorExecutor(ex.db, ex.embedder, settings.model_copy(update={"vector_large_ttl_s": 0}))
+    for _ in range(2):
+        assert never.search_vector(vec, tenant_id=world.northstar, limit=5, timeout_s=T).filtered_count == 3
+
+
+def test_a_remembered_large_set_that_shrank_is_searched_exactly(world, ex: Execs) -> None:
+    """"Large" remembered for a filter whose set is in truth tiny: the HNSW search returns fewer
+    neighbours than asked, so the search is redone exactly and finds every chunk there is."""
+    settings = world.settings.query.model_copy(update={"exact_search_below": 1})
+    vector = VectorExecutor(ex.db, ex.embedder, settings)
+    vec = ex.embedder.encode(["can I send back broken goods?"])[0]
+    vector.search_vector(vec, tenant_id=world.northstar, limit=50, timeout_s=T, document_ids=[RETURNS])
+    remembered = vector.search_vector(vec, tenant_id=world.northstar, limit=50, timeout_s=T,
+                                      document_ids=[RETURNS])
+    exact = vector.search_vector(vec, tenant_id=world.northstar, limit=50, timeout_s=T, document_ids=[RETURNS],
+                                 mode="exact")
+    assert remembered.filtered_count is None and remembered.mode == "exact"
+    assert [h.chunk_id for h in remembered.hits] == [h.chunk_id for h in exact.hits]
+
+
 def test_hybrid_combines_exact_bm25_and_vector(world, ex: Execs) -> None:
     r = ex.hybrid.run(HybridSearchParams(query="calibration requirements for PRD-482", identifiers=["PRD-482"],
                                          query_class="exact"), tenant_id=world.northstar, timeout_s=T)

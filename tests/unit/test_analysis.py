@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import re
 import threading
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from manifold.shared import analysis
 
@@ -55,3 +59,44 @@ def test_stemming_is_thread_safe_and_deterministic() -> None:
     for t in threads:
         t.join()
     assert all(r == expected for r in results)
+
+
+def _walked_tokens(text: str) -> list[str]:
+    """The tokenizer as first written (every word run walked in Python): the oracle that the
+    faster `analysis.tokens` must equal, since the index holds its output (`ANALYSIS_VERSION`)."""
+    out: list[str] = []
+    runs = list(re.finditer(r"\w+", text))
+    i = 0
+    while i < len(runs):
+        start, end = runs[i].start(), runs[i].end()
+        while i + 1 < len(runs):
+            nxt = runs[i + 1]
+            if nxt.start() != end + 1:
+                break
+            sep, before, after = text[end], text[end - 1], text[nxt.start()]
+            if not ((before.isalpha() and after.isalpha() and sep in ".'’:")
+                    or (before.isdigit() and after.isdigit() and sep in ".,;'’")):
+                break
+            end = nxt.end()
+            i += 1
+        token = text[start:end]
+        out.extend(token[k:k + 255] for k in range(0, len(token), 255))
+        i += 1
+    return out
+
+
+def test_tokens_join_across_mid_word_punctuation_only_between_like_characters() -> None:
+    assert analysis.tokens("U.S.A. 1,500.25 don't a:b 3:4 x.9 9.x a;b 1;2 ver_2.1") == [
+        "U.S.A", "1,500.25", "don't", "a:b", "3", "4", "x", "9", "9", "x", "a", "b", "1;2", "ver_2.1"]
+    assert analysis.tokens("a" * 300) == ["a" * 255, "a" * 45]
+
+
+@given(st.text(alphabet=st.sampled_from(list("ab1 9.',;:’_²½Ⅻé-\n\tZ0x")), max_size=40))
+@settings(max_examples=3000, deadline=None)
+def test_tokens_equal_the_walked_tokenizer(text: str) -> None:
+    assert analysis.tokens(text) == _walked_tokens(text)
+
+
+def test_tokens_equal_the_walked_tokenizer_on_long_runs() -> None:
+    for text in ("a" * 600 + ".b" + "1" * 300, "x.y" * 200, "1,2;3.4'5’6" * 50, "é²Ⅻ.½:ab" * 40):
+        assert analysis.tokens(text) == _walked_tokens(text)
