@@ -27,7 +27,7 @@ import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 
-from manifold.ingest import media, nlp_memory, parse_formats, parse_office, parse_pdf
+from manifold.ingest import media, nlp_memory, parse_formats, parse_odf, parse_office, parse_pdf
 from manifold.ingest.media import SUPPORTED_MEDIA_TYPES, guess_media_type
 from manifold.ingest.parse_formats import Draft
 from manifold.shared.artifacts import DocRef, Element, ParsedDocument, PipelineVersions
@@ -64,6 +64,9 @@ READERS: dict[str, Callable[[bytes], list[Draft]]] = {
     media.XLSX: parse_office.read_xlsx,
     media.PPTX: parse_office.read_pptx,
     media.PDF: parse_pdf.read_pdf,
+    media.ODT: parse_odf.read_odt,
+    media.ODS: parse_odf.read_ods,
+    media.ODP: parse_odf.read_odp,
 }
 """The reader of each supported media type (the keys are exactly `SUPPORTED_MEDIA_TYPES`)."""
 

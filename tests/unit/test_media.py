@@ -52,6 +52,9 @@ def _zip(*names: str) -> bytes:
         ("php.ini", "text/plain"),
         ("compose.YAML", "text/plain"),
         ("pyproject.toml", "text/plain"),
+        ("minutes.odt", "application/vnd.oasis.opendocument.text"),
+        ("budget.ODS", "application/vnd.oasis.opendocument.spreadsheet"),
+        ("talk.odp", "application/vnd.oasis.opendocument.presentation"),
     ],
 )
 def test_known_extensions_decide(name: str, expected: str) -> None:
@@ -79,16 +82,49 @@ def test_sniffs_pdf_docx_html_and_email_without_extension() -> None:
     "head",
     [
         b"",
-        b"just some text",
         b"\x00\x01\x02\x03binary",
-        _zip("[Content_Types].xml", "mimetype", "content.xml"),  # a zip that is no Office Open XML file
-        b"Subject: only one header line\n\nbody",  # one header is not enough for an email
-        b"body first\nFrom: a@example.com\nTo: b@example.com\n",  # headers must open the file
-        b"<div>fragment, not a document</div>",
+        b"12345 67890 \x01\x02",  # no letter, control characters
+        "caf\u00e9".encode("latin-1") + b" au lait, pas en UTF-8 " * 3,
+        _zip("[Content_Types].xml", "mimetype", "content.xml"),  # a zip that is neither OOXML nor ODF
     ],
 )
 def test_unknown_content_is_none(head: bytes) -> None:
     assert guess_media_type(Path("no-extension"), head) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "head"),
+    [
+        ("no-extension", b"just some text"),
+        ("family.ged", b"0 HEAD\n1 SOUR GRAMPS\n0 @I1@ INDI\n1 NAME Hans /Smith/\n"),
+        ("talk.srt", "1\n00:00:01,000 --> 00:00:04,000\nBonjour \u00e0 tous\n".encode()),
+        ("notes.xyz", b"Subject: only one header line\n\nbody"),  # one header is not enough for an email
+        ("cut", "na\u00efve".encode()[:-1]),  # a character cut by the head's end
+        ("frag", b"<div>fragment, not a document</div>"),
+    ],
+)
+def test_text_with_an_unknown_suffix_is_plain_text(name: str, head: bytes) -> None:
+    assert guess_media_type(Path(name), head) == "text/plain"
+
+
+@pytest.mark.parametrize("name", ["site.css", "app.js", "icon.svg", "layout.xsl", "bundle.js.map"])
+def test_stylesheets_and_scripts_are_not_documents(name: str) -> None:
+    assert guess_media_type(Path(name), b"body { color: red; } function f() { return 1; }") is None
+
+
+def _odf(media_type: str) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr(zipfile.ZipInfo("mimetype"), media_type)  # stored, first, as ODF requires
+        archive.writestr("content.xml", "<x/>")
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("kind", ["text", "spreadsheet", "presentation"])
+def test_sniffs_opendocument_by_its_mimetype_member(kind: str) -> None:
+    media_type = f"application/vnd.oasis.opendocument.{kind}"
+    assert guess_media_type(Path("blob"), _odf(media_type)) == media_type
+    assert guess_media_type(Path("blob"), _odf("application/vnd.oasis.opendocument.graphics")) is None
 
 
 def test_sniffs_xlsx_and_pptx_by_their_first_part_folder() -> None:
@@ -100,11 +136,12 @@ def test_sniffs_xlsx_and_pptx_by_their_first_part_folder() -> None:
 
 def test_unknown_extension_falls_back_to_sniffing() -> None:
     assert guess_media_type(Path("report.bin"), b"%PDF-1.5") == "application/pdf"
-    assert guess_media_type(Path("report.xyz"), b"plain words") is None
+    assert guess_media_type(Path("report.xyz"), b"plain words") == "text/plain"
+    assert guess_media_type(Path("report.xyz"), b"\x00\x01 binary") is None
 
 
 def test_every_supported_type_has_a_reader_and_guesses_stay_supported() -> None:
     assert SUPPORTED_MEDIA_TYPES == frozenset(READERS)
     for name in ["a.txt", "a.md", "a.html", "a.csv", "a.tsv", "a.tab", "a.json", "a.eml", "a.docx", "a.xlsx",
-                 "a.pptx", "a.pdf"]:
+                 "a.pptx", "a.pdf", "a.odt", "a.ods", "a.odp"]:
         assert guess_media_type(Path(name), b"") in SUPPORTED_MEDIA_TYPES
