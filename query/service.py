@@ -44,6 +44,7 @@ Guarantees (DESIGN.md §3.5, §5; seed 002 "The turn pipeline"):
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, date, datetime
@@ -60,7 +61,7 @@ from manifold.query.planner import (
     plan_with_notes,
     rescue_plan,
 )
-from manifold.query.routing.terms import technical_terms
+from manifold.query.routing.terms import covered, technical_terms
 from manifold.query.types import (
     CatalogEntry,
     Clarification,
@@ -227,7 +228,7 @@ class QueryService:
             policy.append(f"rescue: passages holding {', '.join(verdict.missing)}")  # type: ignore[union-attr]
             rescued = self._engine.execute(rescue, tenant_id=principal.tenant_id, deadline=deadline)
             leads = _leads(verdict.missing, question)  # type: ignore[union-attr]
-            searched = {ev.document_id for ev in evidence}
+            searched, before = {ev.document_id for ev in evidence}, [ev.evidence_id for ev in evidence]
             if leads:
                 plan, execution = _merge(rescue, rescued, plan, execution)
             else:
@@ -235,7 +236,7 @@ class QueryService:
             with tracing.span("assemble"):
                 evidence = self._final_check(execution, principal, policy)
                 if leads:
-                    evidence = _rescue_order(evidence, rescued, searched)
+                    evidence = _rescue_order(evidence, before, searched, verdict.missing)  # type: ignore[union-attr]
                 answer, result = assemble.compose(question, plan, execution)
         if fallback is not None:
             answer, result = self._quoted(plan, execution, route, question, empty, answer, result, evidence)
@@ -375,20 +376,31 @@ class QueryService:
 _NO_RECORDS = Holdings(record_types=frozenset())
 
 
-def _rescue_order(evidence: list[Evidence], rescued: Execution, searched: set[str | None]) -> list[Evidence]:
-    """A leading rescue's evidence order: its passages from documents the question's own search
-    had not cited lead; its passages from documents that search already cited follow the
-    search's own evidence (that document was found; its passages chosen by the whole question
-    are better than the ones that merely repeat the missed term, often an example or the
-    document's topic). Relative order is kept within each group."""
-    mine = {ev.evidence_id for res in rescued.results.values() for ev in res.evidence}
-    later = [ev for ev in evidence if ev.evidence_id in mine and ev.document_id in searched]
-    if not later:
-        return evidence
-    moved = {ev.evidence_id for ev in later}
-    rest = [ev for ev in evidence if ev.evidence_id not in moved]
-    lead = [ev for ev in rest if ev.evidence_id in mine]
-    return [*lead, *(ev for ev in rest if ev.evidence_id not in mine), *later]
+def _rescue_order(evidence: list[Evidence], before: Sequence[str], searched: set[str | None],
+                  missing: Sequence[str]) -> list[Evidence]:
+    """A leading rescue's evidence order. `before` is the question's own search's evidence (ids,
+    in its order) and `searched` its documents. First the rescue's new passages that hold a
+    missed term as the question writes it (`_holds_as_written`) from documents that search had
+    not cited; then the search's own evidence in its own order (a chunk both found keeps the
+    search's place); then the rescue's other passages: those of a document the search already
+    cited (that document was found; its passages chosen by the whole question are better than
+    the ones that merely repeat the missed term, often an example or the document's topic), and
+    those that only matched the term in another sense ("cd" the command for "a CD")."""
+    own = {eid: k for k, eid in enumerate(before)}
+    lead = [ev for ev in evidence if ev.evidence_id not in own and ev.document_id not in searched
+            and any(_holds_as_written(t, f"{ev.claims.get('section_title') or ''}\n{ev.text or ''}") for t in missing)]
+    first = {ev.evidence_id for ev in lead}
+    kept = sorted((ev for ev in evidence if ev.evidence_id in own), key=lambda ev: own[ev.evidence_id])
+    return [*lead, *kept, *(ev for ev in evidence if ev.evidence_id not in own and ev.evidence_id not in first)]
+
+
+def _holds_as_written(term: str, text: str) -> bool:
+    """Whether `text` holds `term` (`routing.terms.covered`); an acronym (two or more capitals,
+    no lowercase) only in capitals, since its lowercase form is often another word ("CD" / the
+    `cd` command, "US" / "us")."""
+    if term.isupper() and sum(ch.isalpha() for ch in term) >= 2:
+        return re.search(r"(?<!\w)" + re.escape(term) + r"(?!\w)", text) is not None
+    return covered(term, [text])
 
 
 def _leads(missing: Sequence[str], question: str) -> bool:

@@ -285,21 +285,39 @@ def test_a_name_glued_to_its_version_is_covered_by_the_name_and_number_apart() -
     assert not covered("IPv6", ["IPv4 only"])
 
 
-def test_a_leading_rescue_puts_new_documents_first_and_repeats_of_cited_ones_after_the_search() -> None:
-    from manifold.query.engine import Execution
+def test_a_leading_rescue_puts_new_documents_holding_the_term_first_and_the_rest_after_the_search() -> None:
     from manifold.query.service import _rescue_order
-    from manifold.query.types import StepResult
 
-    def ev(eid: str, doc: str) -> Evidence:
+    def ev(eid: str, doc: str, text: str) -> Evidence:
         return Evidence(evidence_id=eid, store="postgres", kind="chunk", tenant_id="t", document_id=doc,
-                        version=1, chunk_id=eid, text=eid, retrieved_at=datetime(2026, 1, 1, tzinfo=UTC))
+                        version=1, chunk_id=eid, text=text, retrieved_at=datetime(2026, 1, 1, tzinfo=UTC))
 
-    rescue = [ev("r-same", "remoteip"), ev("r-new", "data.csv")]
-    search = [ev("s1", "remoteip"), ev("s2", "remoteip")]
-    rescued = Execution(results={"rescue": StepResult(evidence=tuple(rescue))})
-    order = _rescue_order([*rescue, *search], rescued, {"remoteip"})
-    assert [e.evidence_id for e in order] == ["r-new", "s1", "s2", "r-same"]
-    assert _rescue_order([*rescue, *search], rescued, set()) == [*rescue, *search]
+    rescue = [ev("r-same", "remoteip", "Adlam again"), ev("r-new", "data.csv", "Adlm | Adlam | 166"),
+              ev("r-other", "notes.txt", "nothing of the kind")]
+    search = [ev("s1", "remoteip", "first"), ev("s2", "remoteip", "second")]
+    before = ["s1", "s2"]
+    order = _rescue_order([*rescue, *search], before, {"remoteip"}, ["Adlam"])
+    assert [e.evidence_id for e in order] == ["r-new", "s1", "s2", "r-same", "r-other"]
+    assert [e.evidence_id for e in _rescue_order([*rescue, *search], before, set(), ["Adlam"])] == [
+        "r-same", "r-new", "s1", "s2", "r-other"]
+    # a chunk the search found too keeps the search's place, even when the rescue listed it first
+    shared = ev("s2", "remoteip", "second, Adlam")
+    order = _rescue_order([shared, rescue[1], search[0]], before, {"remoteip"}, ["Adlam"])
+    assert [e.evidence_id for e in order] == ["r-new", "s1", "s2"]
+
+
+def test_a_rescued_acronym_leads_only_where_it_is_written_in_capitals() -> None:
+    from manifold.query.service import _rescue_order
+
+    def ev(eid: str, doc: str, text: str) -> Evidence:
+        return Evidence(evidence_id=eid, store="postgres", kind="chunk", tenant_id="t", document_id=doc,
+                        version=1, chunk_id=eid, text=text, retrieved_at=datetime(2026, 1, 1, tzinfo=UTC))
+
+    shell = ev("r-shell", "build.md", "So I would do: cd XASTIR-DEV")
+    disc = ev("r-disc", "guide.pdf", "Copy the database to a CD before you ship it")
+    search = [ev("s1", "userguide.pdf", "use the immutable (-i) flag")]
+    order = _rescue_order([shell, disc, *search], ["s1"], {"userguide.pdf"}, ["CD"])
+    assert [e.evidence_id for e in order] == ["r-disc", "s1", "r-shell"]
 
 
 def test_a_compound_word_is_covered_when_written_as_its_two_parts() -> None:
