@@ -262,11 +262,14 @@ def load_sources(settings: Any, tenant: str, items: Any, *, batch_docs: int = 12
 
 
 def tenant_chunk_count(settings: Any, tenant: str) -> int:
-    """Active chunks of `tenant` as the query role sees them (serving view, RLS)."""
-    import psycopg
+    """Active chunks of `tenant` as the query role sees them (serving view, RLS), read as the
+    tool principal (`access.allow_tool_reads`: documents without an ACL, the loader's kind): a
+    transaction without a principal reads nothing since per-document ACLs."""
+    from manifold.shared import access
+    from manifold.shared.stores.pg_connections import TenantConnections
 
-    with psycopg.connect(settings.postgres.query_conninfo()) as conn, conn.transaction():
-        conn.execute("SELECT set_config('manifold.tenant_id', %s, true)", (tenant,))
+    access.allow_tool_reads()
+    with TenantConnections(settings.postgres.query_conninfo()).transaction(tenant) as conn:
         row = conn.execute("SELECT count(*) FROM serving_chunks").fetchone()
         return int(row[0]) if row else 0
 

@@ -575,10 +575,11 @@ def machine_info() -> dict[str, Any]:
 
 
 def dataset_info(settings: Any, tenant: str) -> dict[str, Any]:
-    import psycopg
+    """The tenant's serving rows as the query role sees them, read as the tool principal (`main`
+    calls `access.allow_tool_reads`): a transaction without a principal reads nothing."""
+    from manifold.shared.stores.pg_connections import TenantConnections
 
-    with psycopg.connect(settings.postgres.query_conninfo()) as conn, conn.transaction():
-        conn.execute("SELECT set_config('manifold.tenant_id', %s, true)", (tenant,))
+    with TenantConnections(settings.postgres.query_conninfo()).transaction(tenant) as conn:
         row = conn.execute("SELECT (SELECT count(*) FROM serving_chunks), (SELECT count(*) FROM serving_document_versions),"
                            " (SELECT count(*) FROM serving_records), (SELECT count(*) FROM serving_record_lines)"
                            ).fetchone()
