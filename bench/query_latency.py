@@ -337,7 +337,7 @@ def _status_counts(replies: list[Any]) -> dict[str, int]:
     return out
 
 
-def measure_routes(b: Bench, n: int, warmup: int) -> dict[str, Any]:
+def measure_routes(b: Bench, n: int, warmup: int, only: Sequence[str] | None = None) -> dict[str, Any]:
     from tqdm import tqdm
 
     ids = b.identifiers()
@@ -399,6 +399,8 @@ def measure_routes(b: Bench, n: int, warmup: int) -> dict[str, Any]:
         "vector_search": lambda i: b.raw_encode(texts[i]), "hybrid_search": lambda i: b.raw_encode(texts[i])}
     results: dict[str, Any] = {}
     for name, call in routes.items():
+        if only and name not in only:
+            continue
         route_ms: list[float] = []
         raw_ms: list[float] = []
         embedded_ms: list[float] = []
@@ -601,6 +603,8 @@ def main() -> None:
     ap.add_argument("--min-chunks", type=int, default=50_000, help="refuse to measure a smaller tenant (0: any)")
     ap.add_argument("--n", type=int, default=200, help="timed requests per route")
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--routes", nargs="+", default=None, metavar="OPERATOR",
+                    help="measure only these operators (default: every one)")
     ap.add_argument("--n-exact", type=int, default=None, help="timed exact_lookup requests (default --n)")
     ap.add_argument("--questions", type=int, default=30, help="timed natural-language questions per class")
     ap.add_argument("--recall-queries", type=int, default=120)
@@ -633,7 +637,7 @@ def main() -> None:
     load_before = [round(x, 2) for x in os.getloadavg()]
     try:
         t0 = time.perf_counter()
-        routes = measure_routes(bench, args.n, args.warmup)
+        routes = measure_routes(bench, args.n, args.warmup, args.routes)
         questions = measure_questions(bench, args.questions, bench.identifiers())
         recall = measure_recall(bench, args.recall_queries, args.ef, args.seed)
         elapsed = time.perf_counter() - t0
