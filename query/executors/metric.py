@@ -14,6 +14,9 @@ Guarantees:
 - **Bounded.** `SET LOCAL statement_timeout` (via `set_config(..., true)`) is the minimum of
   `settings.query.statement_timeout_ms` and the step timeout; a statement cancelled by it raises
   `TimeoutError`. Record evidence is capped at `EVIDENCE_CAP` lines (a `capped` gap says so).
+  Nested-loop joins are off for the transaction (`enable_nestloop`): the policies and the
+  normalised-name filters make the planner expect one record where there are thousands, and a
+  nested loop over the lines then grows with records × lines.
 - **Exact money.** Amounts are NUMERIC in the database, `Decimal` in Python, and strings in the
   result; no float is ever involved. No FX conversion is invented: totals are per currency.
 - **Reproducible.** The result carries the definition and `snapshot_at` (the snapshot's `now()`),
@@ -80,7 +83,11 @@ class MetricExecutor:
         started = time.perf_counter()
         with self._db.transaction(tenant_id, snapshot=True) as conn:
             try:
-                conn.execute("SELECT set_config('statement_timeout', %s, true)", (str(timeout_ms),))
+                # no nested loops: the planner estimates one candidate record after the policies
+                # and the name filters, and joined each of 1,227 records to a full scan of
+                # 19,329 lines (20.6 s at 38,000 documents); hashed, the same statement takes 0.1 s
+                conn.execute("SELECT set_config('statement_timeout', %s, true), "
+                             "set_config('enable_nestloop', 'off', true)", (str(timeout_ms),))
                 snapshot_at = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]  # always one row
                 rows: dict[str, list[dict[str, Any]]] = {}
                 for name, text in template.queries.items():
