@@ -303,7 +303,9 @@ class Bench:
         bound = template.binder(params.where, self.tenant)
         ms = 0.0
         with self.pg.transaction(self.tenant, snapshot=True) as conn:
-            conn.execute("SELECT set_config('statement_timeout', '30000', true)")
+            # the executor's own session settings (query/executors/metric.py): no nested loops
+            conn.execute("SELECT set_config('statement_timeout', '30000', true), "
+                         "set_config('enable_nestloop', 'off', true)")
             for text in template.queries.values():
                 with conn.cursor(row_factory=dict_row) as cur:
                     t = time.perf_counter()
