@@ -318,9 +318,11 @@ class Bench:
         import neo4j
 
         from manifold.query.executors.graph import PATHS_PER_TARGET, TEMPLATES
+        from manifold.shared.stores.serving import serving_params
 
         params = {"tenant": self.tenant, "from_ids": sorted(from_ids), "types": [relation], "start": None,
-                  "end": None, "limit": cap + 1, "paths_per_target": PATHS_PER_TARGET}
+                  "end": None, "limit": cap + 1, "paths_per_target": PATHS_PER_TARGET,
+                  **serving_params(self.tenant)}  # the reader's ACL parameters, as the executor binds them
         text = TEMPLATES[(direction, hops)]
 
         def work(tx: Any) -> list[dict[str, Any]]:
