@@ -263,6 +263,8 @@ def main(argv: list[str] | None = None) -> int:
     common_args(ap, rate=0.5, timeout_min=30)
     ap.add_argument("--query-deadline-ms", type=int, default=8000)
     ap.add_argument("--no-stack-up", action="store_true", help="use the already running own stack")
+    ap.add_argument("--keep-data", action="store_true",
+                    help="start the own stack on the data of earlier runs (default: its data directory is emptied)")
     ap.add_argument("--keep-stack", action="store_true")
     ap.add_argument("--out", type=Path, default=RESULTS / "soak_distributed.json")
     args = ap.parse_args(argv)
