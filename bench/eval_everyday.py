@@ -179,6 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tenant", help="ingest into this tenant (unchanged files publish nothing: a re-run "
                                          "after a corpus change ingests only the change)")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--neighbour-chunks", type=int, default=0,
+                        help="distributed: ask with this many non-serving chunks of another tenant in the "
+                             "Elasticsearch index (bench/es_neighbour.py), removed afterwards")
     parser.add_argument("--show-heldout-misses", action="store_true",
                         help="also print the held-out half's misses (off by default: that half is measured, not read)")
     args = parser.parse_args(argv)
@@ -205,11 +208,24 @@ def main(argv: list[str] | None = None) -> int:
         run = ingest_embedded if args.profile == "embedded" else ingest_distributed
         ingest = {**run(settings, tenant, root), "files": len(_files(root)), "s": round(time.monotonic() - t0, 1)}
         logging.info("ingested %s as %s", ingest, tenant)
-    rows = ask_all(settings, tenant, questions)
+    neighbour = None
+    if args.neighbour_chunks and args.profile == "distributed":
+        import es_neighbour
+        from elasticsearch import Elasticsearch
+
+        es = Elasticsearch(settings.elasticsearch.url, request_timeout=60)
+        neighbour = {"tenant": es_neighbour.DEFAULT_TENANT,
+                     "chunks": es_neighbour.add(es, es_neighbour.DEFAULT_TENANT, args.neighbour_chunks)}
+        logging.info("neighbour tenant: %s", neighbour)
+    try:
+        rows = ask_all(settings, tenant, questions)
+    finally:
+        if neighbour is not None:
+            es_neighbour.remove(es, es_neighbour.DEFAULT_TENANT)
     summary = report(rows)
     result = {"benchmark": "everyday documents (served)", "profile": args.profile, "tenant": tenant,
               "generated_at": datetime.now(UTC).isoformat(), "commit": commit(), "machine": machine(),
-              "ingest": ingest, "summary": summary, "questions": rows}
+              "ingest": ingest, "neighbour": neighbour, "summary": summary, "questions": rows}
     out = args.out or ROOT / "results" / f"everyday_{args.profile}.json"
     out.write_text(json.dumps(result, indent=2, default=str) + "\n")
     for split in ("dev", "heldout", "all"):

@@ -3,14 +3,15 @@
 Guarantees of `BM25Executor.run(params, *, tenant_id, timeout_s)`:
 - The query is analysed in Python exactly as the indexed fields were (`analysis.terms`:
   stop words, Snowball English stems; each term scoped to the tenant, `es_mapping.scoped_terms`,
-  so document frequencies are the tenant's own), then one `multi_match` (best_fields, tie_breaker 0.3) over
-  the pre-analysed `text_terms` and `title_terms` (the document title and section path of the
-  chunk, boost `TITLE_BOOST`), inside a bool filter that always carries
-  `es_serving_filter(tenant_id)` (active + the reader's ACL) and, when given, a `terms` filter
-  on `document_ids`. A query with
-  no terms left (only stop words or punctuation) matches nothing. `size = params.limit`; the
-  search carries an ES `timeout` and a client request timeout from `timeout_s`. A partial
-  (timed-out) answer is returned with a `timeout` gap.
+  so document frequencies are the tenant's own), then one best-fields `dis_max` (tie_breaker 0.3)
+  over the pre-analysed `text_terms` and `title_terms` (the document title and section path of
+  the chunk, weight `TITLE_BOOST`), each term clause boosted so its IDF counts the tenant's chunks,
+  not the whole index's (`bm25_weights.TenantTermWeights`: one `termvectors` request, a cached
+  count), inside a bool filter that always carries `es_serving_filter(tenant_id)` (active + the
+  reader's ACL) and, when given, a `terms` filter on `document_ids`. A query with no terms left
+  (only stop words or punctuation) matches nothing. `size = params.limit`; the search carries an
+  ES `timeout` and a client request timeout from `timeout_s`. A partial (timed-out) answer is
+  returned with a `timeout` gap.
 - Hits are ranked 1..n in Elasticsearch's order (score, then chunk id); `score` = BM25 score.
 - Unreachable cluster, request timeout or 429/5xx raise `Transient`.
 - Last, the active-version check through the query role (`result["dropped_inactive"]`).
@@ -18,7 +19,7 @@ Guarantees of `BM25Executor.run(params, *, tenant_id, timeout_s)`:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from elasticsearch import Elasticsearch
@@ -33,6 +34,7 @@ from manifold.query.evidence import (
     require_list,
     unique,
 )
+from manifold.query.executors.bm25_weights import TenantTermWeights
 from manifold.query.plan import BM25SearchParams
 from manifold.query.types import Gap, StepResult, TextHit
 from manifold.shared import analysis
@@ -46,16 +48,28 @@ TITLE_BOOST = 0.5
 TIE_BREAKER = 0.3
 
 
-def bm25_query(query: str, tenant_id: str, document_ids: Sequence[str] | None) -> dict[str, Any]:
-    """The Elasticsearch query body (exposed for tests and the benchmark)."""
+def bm25_query(query: str, tenant_id: str, document_ids: Sequence[str] | None,
+               boosts: Mapping[str, Mapping[str, float]] | None = None) -> dict[str, Any]:
+    """The Elasticsearch query body (exposed for tests and the benchmark): a `dis_max` over one
+    `bool` of `term` clauses per BM25 field (what `multi_match` best_fields builds), each term
+    clause boosted by `boosts[field][term]` (`TenantTermWeights`; 1 when not given)."""
     filters = es_serving_filter(tenant_id)
     if document_ids is not None:
         filters = [*filters, {"terms": {"document_id": list(document_ids)}}]
+    scoped = scoped_terms(tenant_id, analysis.terms(query)).split()
+    if not scoped:
+        return {"bool": {"filter": filters, "must": [{"match_none": {}}]}}
+    weights = boosts or {}
+
+    def field(name: str, factor: float) -> dict[str, Any]:
+        per_term = weights.get(name, {})
+        return {"bool": {"should": [{"term": {name: {"value": t, "boost": factor * per_term.get(t, 1.0)}}}
+                                    for t in scoped]}}
+
     return {"bool": {
         "filter": filters,
-        "must": [{"multi_match": {"query": scoped_terms(tenant_id, analysis.terms(query)), "type": "best_fields",
-                                  "tie_breaker": TIE_BREAKER,
-                                  "fields": ["text_terms", f"title_terms^{TITLE_BOOST}"]}}],
+        "must": [{"dis_max": {"tie_breaker": TIE_BREAKER,
+                              "queries": [field("text_terms", 1.0), field("title_terms", TITLE_BOOST)]}}],
     }}
 
 
@@ -68,6 +82,7 @@ class BM25Executor:
         self._db = db
         self._settings = settings
         self._index = index
+        self._weights = TenantTermWeights(es, index, ttl_s=settings.bm25_tenant_count_ttl_s)
 
     def run(self, params: BM25SearchParams, *, tenant_id: str, timeout_s: float) -> StepResult:
         docs = require_list(params.document_ids, "document_ids")
@@ -78,8 +93,10 @@ class BM25Executor:
             return StepResult(result={"dropped_inactive": 0}, gaps=(
                 Gap(kind="missing_data", step=None, detail="bm25: no documents in scope"),))
         with clock, es_errors("elasticsearch (bm25)"):
+            boosts = self._weights.boosts(
+                tenant_id, scoped_terms(tenant_id, analysis.terms(params.query)).split(), timeout_s=timeout_s)
             res = self._es.options(request_timeout=max(timeout_s, 0.05)).search(
-                index=self._index, query=bm25_query(params.query, tenant_id, docs), size=params.limit,
+                index=self._index, query=bm25_query(params.query, tenant_id, docs, boosts), size=params.limit,
                 timeout=f"{max(int(timeout_s * 1000), 10)}ms", sort=["_score", {"chunk_id": "asc"}],
                 track_scores=True,
             )

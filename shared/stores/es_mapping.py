@@ -13,9 +13,10 @@ error, not a silently added one):
   tenant (`scoped_terms`: `<tenant key>|<term>`), so the document frequency BM25 reads for a term
   is the number of the tenant's own chunks holding it: words other tenants use often no longer
   lose weight in this tenant's ranking, and a score reveals nothing about other tenants' words.
-  Two numbers per field stay index-wide: the document count (IDF's numerator) and the average
-  length (length normalisation); they carry no terms, and an index per tenant would be the price
-  of making them per tenant too.
+  Two numbers per field are index-wide: the document count (IDF's numerator) and the average
+  length (length normalisation). The query side replaces the first with the tenant's chunk count
+  through per-term boosts (`query/executors/bm25_weights.py`); the second stays index-wide (an
+  index per tenant, or a stored length per chunk, would be the price of making it per tenant).
 - `text`: analyzer `manifold_english` (unstemmed), with `text.std` (standard analyzer) for exact
   wording;
 - keywords, never analysed: `tenant_id`, `document_id`, `doc_version` ("<document_id>@<version>"),

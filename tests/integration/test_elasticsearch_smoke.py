@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 
 def test_bm25_and_keyword(es_client, unique) -> None:
     index = unique("smoke-es")
@@ -137,5 +139,48 @@ def test_document_frequencies_are_the_tenants_own(es_client, unique) -> None:
         assert frequencies("t2", "signing key rotation") == [6, 6, 6]
         assert {h["_id"] for h in es_client.search(index=index, query=bm25_query("rotation", "t1", None))[
             "hits"]["hits"]} == {"t1/a"}
+    finally:
+        es_client.indices.delete(index=index, ignore_unavailable=True)
+
+
+def test_tenant_idf_does_not_move_with_another_tenants_size(es_client, unique) -> None:
+    """With `TenantTermWeights` boosts, a tenant's BM25 scores are its own: a second tenant of
+    50 chunks (as long as the first tenant's, so the index-wide average length stays put) leaves
+    them unchanged, where the index-wide document count alone would raise every IDF."""
+    from manifold.query.executors.bm25 import bm25_query
+    from manifold.query.executors.bm25_weights import TenantTermWeights
+    from manifold.shared import analysis
+    from manifold.shared.stores.es_mapping import ES_MAPPING, ES_SETTINGS, scoped_terms
+
+    index = unique("tenant-idf-es")
+    es_client.indices.create(index=index, settings=ES_SETTINGS, mappings=ES_MAPPING)
+    texts = ["The rotation interval of the signing key is ninety days",
+             "Backups of the signing service are kept ninety days",
+             "The cold bucket keeps archives for seven years"]
+
+    def put(tenant: str, chunk: str, text: str) -> None:
+        es_client.index(index=index, id=f"{tenant}/{chunk}", document={
+            "tenant_id": tenant, "document_id": chunk, "version": 1, "chunk_id": chunk, "serving": True,
+            "text": text, "text_terms": scoped_terms(tenant, analysis.terms(text)),
+            "title_terms": scoped_terms(tenant, analysis.terms("Manual"))})
+
+    def scores(question: str, weighted: bool) -> dict[str, float]:
+        boosts = TenantTermWeights(es_client, index, ttl_s=0).boosts(
+            "t1", scoped_terms("t1", analysis.terms(question)).split(), timeout_s=5) if weighted else None
+        hits = es_client.search(index=index, query=bm25_query(question, "t1", None, boosts))["hits"]["hits"]
+        return {h["_id"]: h["_score"] for h in hits}
+
+    try:
+        for i, text in enumerate(texts):
+            put("t1", f"c{i}", text)
+        es_client.indices.refresh(index=index)
+        question = "how long are signing key backups kept"
+        alone = scores(question, weighted=True)
+        assert alone == pytest.approx(scores(question, weighted=False))  # one tenant: index == tenant
+        for i in range(50):
+            put("t2", f"c{i}", texts[i % 3].replace("days", "weeks"))
+        es_client.indices.refresh(index=index)
+        assert scores(question, weighted=True) == pytest.approx(alone, rel=1e-4)
+        assert scores(question, weighted=False)["t1/c1"] > 1.5 * alone["t1/c1"]
     finally:
         es_client.indices.delete(index=index, ignore_unavailable=True)

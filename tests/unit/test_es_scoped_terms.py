@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from manifold.query.executors.bm25 import bm25_query
+from manifold.query.executors.bm25 import TIE_BREAKER, TITLE_BOOST, bm25_query
 from manifold.shared import analysis
 from manifold.shared.stores.es_mapping import scoped_terms, tenant_key
 
@@ -26,8 +26,31 @@ def test_a_long_term_is_cut_the_same_way_for_index_and_query() -> None:
     assert value == scoped_terms("acme", analysis.terms(long))
 
 
+def _clauses(body: dict) -> dict[str, list[dict]]:
+    queries = body["bool"]["must"][0]["dis_max"]["queries"]
+    return {name: [c["term"][name] for c in q["bool"]["should"]]
+            for q in queries for name in {next(iter(c["term"])) for c in q["bool"]["should"]}}
+
+
 def test_the_query_uses_the_asking_tenants_scope() -> None:
     body = bm25_query("signing key rotation", "acme", None)
-    query = body["bool"]["must"][0]["multi_match"]["query"]
-    assert query == scoped_terms("acme", analysis.terms("signing key rotation"))
-    assert tenant_key("other") not in query
+    clauses = _clauses(body)
+    expected = scoped_terms("acme", analysis.terms("signing key rotation")).split()
+    assert [c["value"] for c in clauses["text_terms"]] == expected
+    assert [c["value"] for c in clauses["title_terms"]] == expected
+    assert all(tenant_key("other") not in c["value"] for cs in clauses.values() for c in cs)
+
+
+def test_term_boosts_apply_per_field_and_title_keeps_its_weight() -> None:
+    scoped = scoped_terms("acme", ["sign", "key"]).split()
+    boosts = {"text_terms": {scoped[0]: 0.8, scoped[1]: 1.5}, "title_terms": {scoped[0]: 2.0}}
+    clauses = _clauses(bm25_query("signing key", "acme", None, boosts))
+    assert [c["boost"] for c in clauses["text_terms"]] == [0.8, 1.5]
+    assert [c["boost"] for c in clauses["title_terms"]] == [2.0 * TITLE_BOOST, 1.0 * TITLE_BOOST]
+    assert bm25_query("signing key", "acme", None)["bool"]["must"][0]["dis_max"]["tie_breaker"] == TIE_BREAKER
+
+
+def test_a_query_of_stop_words_matches_nothing() -> None:
+    body = bm25_query("the of and", "acme", ["d1"])
+    assert body["bool"]["must"] == [{"match_none": {}}]
+    assert {"terms": {"document_id": ["d1"]}} in body["bool"]["filter"]
