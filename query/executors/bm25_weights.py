@@ -24,18 +24,23 @@ Guarantees:
 - A term the tenant does not hold (`n = 0`) matches nothing, and gets boost 1.
 - Length normalisation still uses the index-wide average length (no per-tenant length is
   stored); within one tenant it scales every chunk alike.
-- Errors propagate (`elasticsearch` exceptions) for the caller's `es_errors` to map.
+- Errors propagate (`elasticsearch` exceptions) for the caller's `es_errors` to map, except a
+  refused statistics request (400: the alias spans two indexes, which `termvectors` does not
+  take): then every boost is 1, the index-wide IDF, and a warning is logged.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from elasticsearch import Elasticsearch
+from elasticsearch import BadRequestError, Elasticsearch
+
+log = logging.getLogger(__name__)
 
 FIELDS = ("text_terms", "title_terms")
 _CACHE_LIMIT = 100_000
@@ -72,7 +77,11 @@ class TenantTermWeights:
         """{field: {scoped term: boost}} for the given scoped terms (none: no request)."""
         if not scoped:
             return {f: {} for f in FIELDS}
-        freqs, index_totals = self._frequencies(scoped, timeout_s)
+        try:
+            freqs, index_totals = self._frequencies(scoped, timeout_s)
+        except BadRequestError as exc:
+            log.warning("bm25: no term statistics from %s (%s); index-wide IDF for this query", self._index, exc)
+            return {f: dict.fromkeys(scoped, 1.0) for f in FIELDS}
         counts = self._tenant_counts(tenant_id, timeout_s)
         return {f: {t: boost(freqs[t][f], counts[f], index_totals[f]) for t in scoped} for f in FIELDS}
 

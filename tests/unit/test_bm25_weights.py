@@ -74,3 +74,19 @@ def test_no_terms_no_request() -> None:
     es = FakeES({}, 1, 1)
     assert TenantTermWeights(es, "idx").boosts("acme", [], timeout_s=1) == {f: {} for f in FIELDS}  # type: ignore[arg-type]
     assert es.calls == []
+
+
+def test_a_refused_statistics_request_falls_back_to_index_wide_idf(caplog: pytest.LogCaptureFixture) -> None:
+    from elasticsearch import BadRequestError
+
+    class TwoIndexAlias(FakeES):
+        def termvectors(self, **_: Any) -> dict[str, Any]:
+            raise BadRequestError("alias [manifold-chunks] has more than one index", meta=_Meta(), body={})  # type: ignore[arg-type]
+
+    got = TenantTermWeights(TwoIndexAlias({}, 1, 1), "idx").boosts("acme", ["k|a"], timeout_s=1)  # type: ignore[arg-type]
+    assert got == {f: {"k|a": 1.0} for f in FIELDS}
+    assert "index-wide IDF" in caplog.text
+
+
+class _Meta:
+    status = 400
