@@ -15,6 +15,11 @@ Guarantees of `ExactLookupExecutor.run(params, *, tenant_id, timeout_s)`:
 - A chunk's `identifiers` are its own plus those of its section title; `identity=True` iff they
   contain a requested (normalised) id verbatim. Order is deterministic: identity hits first,
   then more requested ids matched, then document id, ordinal, chunk id. Ranks are 1..n.
+- PostgreSQL's chunk search runs only when Elasticsearch was not asked or failed: both stores
+  hold the same active chunks (the publisher verifies them), and under row-level security the
+  `&&` and `ILIKE` tests (not leakproof) cannot use an index, so that search reads every chunk
+  and section of the tenant (most of an exact lookup's time on large tenants). Records are
+  always read from PostgreSQL.
 - If one source fails transiently the other still answers and a `degraded` gap says so; if
   every requested source fails, `Transient` is raised.
 - Last, every hit and record goes through the active-version check (`result["dropped_inactive"]`).
@@ -126,8 +131,10 @@ class ExactLookupExecutor:
             except Transient as exc:
                 failures.append(f"elasticsearch: {exc}")
         if "postgres" in params.sources:
+            es_answered = "elasticsearch" in params.sources and not failures
             try:
-                pg_hits, records = self._search_pg(ids, tenant_id, timeout_s, fetch, params.limit, docs, clock)
+                pg_hits, records = self._search_pg(ids, tenant_id, timeout_s, fetch, params.limit, docs, clock,
+                                                   chunks=not es_answered)
                 for hit in pg_hits:
                     hits.setdefault(hit.chunk_id, (hit, "postgres"))
             except Transient as exc:
@@ -164,12 +171,14 @@ class ExactLookupExecutor:
         return out
 
     def _search_pg(self, ids: list[str], tenant_id: str, timeout_s: float, size: int, limit: int,
-                   docs: list[str] | None, clock: StoreClock) -> tuple[list[TextHit], list[dict[str, Any]]]:
+                   docs: list[str] | None, clock: StoreClock, *,
+                   chunks: bool = True) -> tuple[list[TextHit], list[dict[str, Any]]]:
+        """Records by number and, when `chunks`, chunks by identifier (see `run`)."""
         args = {"tenant": tenant_id, "ids": ids, "likes": [f"%{i}%" for i in ids], "docs": docs, "limit": size}
         with clock, self._db.transaction(tenant_id) as conn:
             conn.execute("SELECT set_config('statement_timeout', %s, true)",
                          (str(pg_timeout_ms(timeout_s, self._settings)),))
-            rows = conn.execute(_CHUNKS_BY_ID, args).fetchall()
+            rows = conn.execute(_CHUNKS_BY_ID, args).fetchall() if chunks else []
             with conn.cursor(row_factory=dict_row) as cur:
                 records = cur.execute(_RECORDS_BY_NUMBER, {**args, "limit": limit}).fetchall()
         hits = []

@@ -99,6 +99,22 @@ def test_exact_lookup_postgres_only_also_finds_headed_sections(world, ex: Execs)
     assert {CONTRACT, MANUAL, NOTICE} <= set(_docs(r.hits))
 
 
+def test_exact_lookup_reads_chunks_from_postgres_only_when_elasticsearch_fails(world, ex: Execs) -> None:
+    """Both stores hold the same active chunks: with Elasticsearch answering, chunk evidence is its
+    own and PostgreSQL gives the records; with Elasticsearch down, PostgreSQL gives the chunks too
+    (the same documents) and a `degraded` gap says why."""
+    both = ex.exact.run(ExactLookupParams(identifiers=["PRD-482"]), tenant_id=world.northstar, timeout_s=T)
+    chunk_stores = {e.store for e in both.evidence if e.kind != "record"}
+    assert chunk_stores == {"elasticsearch"}
+    assert {e.store for e in both.evidence if e.kind == "record"} == {"postgres"}
+    dead = Elasticsearch("http://127.0.0.1:9", request_timeout=1, max_retries=0)
+    fallback = ExactLookupExecutor(dead, ex.db, world.settings.query).run(
+        ExactLookupParams(identifiers=["PRD-482"]), tenant_id=world.northstar, timeout_s=T)
+    assert {e.store for e in fallback.evidence} == {"postgres"}
+    assert set(_docs(fallback.hits)) == set(_docs(both.hits))
+    assert [g.kind for g in fallback.gaps] == ["degraded"]
+
+
 def test_bm25_ranks_the_calibration_clause_first(world, ex: Execs) -> None:
     r = ex.bm25.run(BM25SearchParams(query="differential pressure calibration"), tenant_id=world.northstar,
                     timeout_s=T)
