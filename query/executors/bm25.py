@@ -9,9 +9,9 @@ Guarantees of `BM25Executor.run(params, *, tenant_id, timeout_s)`:
   not the whole index's (`bm25_weights.TenantTermWeights`: one `termvectors` request, a cached
   count), inside a bool filter that always carries `es_serving_filter(tenant_id)` (active + the
   reader's ACL) and, when given, a `terms` filter on `document_ids`. A query with no terms left
-  (only stop words or punctuation) matches nothing. `size = params.limit`; the search carries an
-  ES `timeout` and a client request timeout from `timeout_s`. A partial (timed-out) answer is
-  returned with a `timeout` gap.
+  (only stop words or punctuation) matches nothing. `size = params.limit`. The statistics and the
+  search share `timeout_s`: each request's client timeout (and the search's ES `timeout`) is what
+  is left of it. A partial (timed-out) answer is returned with a `timeout` gap.
 - Hits are ranked 1..n in Elasticsearch's order (score, then chunk id); `score` = BM25 score.
 - Unreachable cluster, request timeout or 429/5xx raise `Transient`.
 - Last, the active-version check through the query role (`result["dropped_inactive"]`).
@@ -19,6 +19,7 @@ Guarantees of `BM25Executor.run(params, *, tenant_id, timeout_s)`:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -92,12 +93,14 @@ class BM25Executor:
         if docs == []:
             return StepResult(result={"dropped_inactive": 0}, gaps=(
                 Gap(kind="missing_data", step=None, detail="bm25: no documents in scope"),))
+        deadline = time.monotonic() + timeout_s
         with clock, es_errors("elasticsearch (bm25)"):
             boosts = self._weights.boosts(
-                tenant_id, scoped_terms(tenant_id, analysis.terms(params.query)).split(), timeout_s=timeout_s)
-            res = self._es.options(request_timeout=max(timeout_s, 0.05)).search(
+                tenant_id, scoped_terms(tenant_id, analysis.terms(params.query)).split(), deadline=deadline)
+            left = max(deadline - time.monotonic(), 0.05)
+            res = self._es.options(request_timeout=left).search(
                 index=self._index, query=bm25_query(params.query, tenant_id, docs, boosts), size=params.limit,
-                timeout=f"{max(int(timeout_s * 1000), 10)}ms", sort=["_score", {"chunk_id": "asc"}],
+                timeout=f"{max(int(left * 1000), 10)}ms", sort=["_score", {"chunk_id": "asc"}],
                 track_scores=True,
             )
         if res.get("timed_out"):

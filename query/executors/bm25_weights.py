@@ -73,19 +73,24 @@ class TenantTermWeights:
         self._index_totals: tuple[float, dict[str, int]] = (float("-inf"), {})
         self._lock = threading.Lock()
 
-    def boosts(self, tenant_id: str, scoped: Sequence[str], *, timeout_s: float) -> dict[str, dict[str, float]]:
-        """{field: {scoped term: boost}} for the given scoped terms (none: no request)."""
+    def boosts(self, tenant_id: str, scoped: Sequence[str], *, deadline: float) -> dict[str, dict[str, float]]:
+        """{field: {scoped term: boost}} for the given scoped terms (none: no request). Each request
+        gets the time left until `deadline` (on `clock`), so the statistics and the search that
+        follows share one budget."""
         if not scoped:
             return {f: {} for f in FIELDS}
         try:
-            freqs, index_totals = self._frequencies(scoped, timeout_s)
+            freqs, index_totals = self._frequencies(scoped, deadline)
         except BadRequestError as exc:
             log.warning("bm25: no term statistics from %s (%s); index-wide IDF for this query", self._index, exc)
             return {f: dict.fromkeys(scoped, 1.0) for f in FIELDS}
-        counts = self._tenant_counts(tenant_id, timeout_s)
+        counts = self._tenant_counts(tenant_id, deadline)
         return {f: {t: boost(freqs[t][f], counts[f], index_totals[f]) for t in scoped} for f in FIELDS}
 
-    def _frequencies(self, scoped: Sequence[str], timeout_s: float) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
+    def _left(self, deadline: float) -> float:
+        return max(deadline - self._clock(), 0.05)
+
+    def _frequencies(self, scoped: Sequence[str], deadline: float) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
         """Each term's document frequency per field, and each field's index-wide document count:
         from the cache when younger than `ttl_s`, else from one `termvectors` request."""
         now = self._clock()
@@ -95,7 +100,7 @@ class TenantTermWeights:
         missing = sorted(set(scoped) - set(known))
         if not missing and totals_until > now:
             return known, totals
-        res = self._es.options(request_timeout=max(timeout_s, 0.05)).termvectors(
+        res = self._es.options(request_timeout=self._left(deadline)).termvectors(
             index=self._index, doc=dict.fromkeys(FIELDS, " ".join(missing or scoped)), fields=list(FIELDS),
             term_statistics=True, field_statistics=True, positions=False, offsets=False, payloads=False)
         vectors: dict[str, Any] = res.get("term_vectors") or {}
@@ -109,14 +114,14 @@ class TenantTermWeights:
             self._index_totals = (now + self._ttl_s, totals)
         return known | fetched, totals
 
-    def _tenant_counts(self, tenant_id: str, timeout_s: float) -> dict[str, int]:
+    def _tenant_counts(self, tenant_id: str, deadline: float) -> dict[str, int]:
         """The tenant's chunk documents holding each field (cached for `ttl_s`)."""
         now = self._clock()
         with self._lock:
             cached = self._counts.get(tenant_id)
         if cached is not None and cached[0] > now:
             return cached[1]
-        res = self._es.options(request_timeout=max(timeout_s, 0.05)).search(
+        res = self._es.options(request_timeout=self._left(deadline)).search(
             index=self._index, size=0, query={"term": {"tenant_id": tenant_id}},
             aggs={f: {"filter": {"exists": {"field": f}}} for f in FIELDS})
         counts = {f: int(res["aggregations"][f]["doc_count"]) for f in FIELDS}

@@ -148,6 +148,8 @@ def test_tenant_idf_does_not_move_with_another_tenants_size(es_client, unique) -
     50 chunks (as long as the first tenant's, so the index-wide average length stays put) leaves
     them unchanged, where the index-wide document count alone would raise every IDF."""
     from manifold.query.executors.bm25 import bm25_query
+    import time
+
     from manifold.query.executors.bm25_weights import TenantTermWeights
     from manifold.shared import analysis
     from manifold.shared.stores.es_mapping import ES_MAPPING, ES_SETTINGS, scoped_terms
@@ -166,7 +168,7 @@ def test_tenant_idf_does_not_move_with_another_tenants_size(es_client, unique) -
 
     def scores(question: str, weighted: bool) -> dict[str, float]:
         boosts = TenantTermWeights(es_client, index, ttl_s=0).boosts(
-            "t1", scoped_terms("t1", analysis.terms(question)).split(), timeout_s=5) if weighted else None
+            "t1", scoped_terms("t1", analysis.terms(question)).split(), deadline=time.monotonic() + 5) if weighted else None
         hits = es_client.search(index=index, query=bm25_query(question, "t1", None, boosts))["hits"]["hits"]
         return {h["_id"]: h["_score"] for h in hits}
 

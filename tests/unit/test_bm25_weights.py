@@ -36,8 +36,10 @@ class FakeES:
     def __init__(self, df: dict[str, int], index_docs: int, tenant_docs: int) -> None:
         self.df, self.index_docs, self.tenant_docs = df, index_docs, tenant_docs
         self.calls: list[tuple[str, Any]] = []
+        self.timeouts: list[float] = []
 
-    def options(self, **_: Any) -> FakeES:
+    def options(self, *, request_timeout: float) -> FakeES:
+        self.timeouts.append(request_timeout)
         return self
 
     def termvectors(self, *, doc: dict[str, str], **_: Any) -> dict[str, Any]:
@@ -56,23 +58,23 @@ def test_boosts_come_from_term_and_tenant_statistics_and_are_cached() -> None:
     now = [0.0]
     es = FakeES({"k|key": 40, "k|rotat": 2}, index_docs=50_000, tenant_docs=100)
     weights = TenantTermWeights(es, "idx", ttl_s=30, clock=lambda: now[0])  # type: ignore[arg-type]
-    got = weights.boosts("acme", ["k|key", "k|rotat", "k|absent"], timeout_s=1)
+    got = weights.boosts("acme", ["k|key", "k|rotat", "k|absent"], deadline=10.0)
     for f in FIELDS:
         assert got[f]["k|key"] == pytest.approx(boost(40, 100, 50_000))
         assert got[f]["k|rotat"] == pytest.approx(boost(2, 100, 50_000))
         assert got[f]["k|absent"] == 1.0
     assert [c[0] for c in es.calls] == ["termvectors", "count"]
-    weights.boosts("acme", ["k|key"], timeout_s=1)  # everything cached
-    weights.boosts("acme", ["k|key", "k|new"], timeout_s=1)  # only the new term is asked for
+    weights.boosts("acme", ["k|key"], deadline=10.0)  # everything cached
+    weights.boosts("acme", ["k|key", "k|new"], deadline=10.0)  # only the new term is asked for
     assert es.calls[2:] == [("termvectors", "k|new")]
     now[0] = 31.0  # past the TTL: asked again
-    weights.boosts("acme", ["k|key"], timeout_s=1)
+    weights.boosts("acme", ["k|key"], deadline=10.0)
     assert [c[0] for c in es.calls[3:]] == ["termvectors", "count"]
 
 
 def test_no_terms_no_request() -> None:
     es = FakeES({}, 1, 1)
-    assert TenantTermWeights(es, "idx").boosts("acme", [], timeout_s=1) == {f: {} for f in FIELDS}  # type: ignore[arg-type]
+    assert TenantTermWeights(es, "idx").boosts("acme", [], deadline=10.0) == {f: {} for f in FIELDS}  # type: ignore[arg-type]
     assert es.calls == []
 
 
@@ -83,10 +85,23 @@ def test_a_refused_statistics_request_falls_back_to_index_wide_idf(caplog: pytes
         def termvectors(self, **_: Any) -> dict[str, Any]:
             raise BadRequestError("alias [manifold-chunks] has more than one index", meta=_Meta(), body={})  # type: ignore[arg-type]
 
-    got = TenantTermWeights(TwoIndexAlias({}, 1, 1), "idx").boosts("acme", ["k|a"], timeout_s=1)  # type: ignore[arg-type]
+    got = TenantTermWeights(TwoIndexAlias({}, 1, 1), "idx").boosts("acme", ["k|a"], deadline=10.0)  # type: ignore[arg-type]
     assert got == {f: {"k|a": 1.0} for f in FIELDS}
     assert "index-wide IDF" in caplog.text
 
 
 class _Meta:
     status = 400
+
+
+def test_every_request_gets_only_the_time_left_until_the_deadline() -> None:
+    now = [100.0]
+    es = FakeES({"k|a": 1}, index_docs=10, tenant_docs=5)
+
+    def clock() -> float:
+        now[0] += 0.5  # each look at the clock: half a second has passed
+        return now[0]
+
+    TenantTermWeights(es, "idx", clock=clock).boosts("acme", ["k|a"], deadline=103.0)  # type: ignore[arg-type]
+    assert len(es.timeouts) == 2 and all(t <= 3.0 for t in es.timeouts)
+    assert es.timeouts[1] < es.timeouts[0]
