@@ -147,9 +147,9 @@ def test_tenant_idf_does_not_move_with_another_tenants_size(es_client, unique) -
     """With `TenantTermWeights` boosts, a tenant's BM25 scores are its own: a second tenant of
     50 chunks (as long as the first tenant's, so the index-wide average length stays put) leaves
     them unchanged, where the index-wide document count alone would raise every IDF."""
-    from manifold.query.executors.bm25 import bm25_query
     import time
 
+    from manifold.query.executors.bm25 import bm25_query
     from manifold.query.executors.bm25_weights import TenantTermWeights
     from manifold.shared import analysis
     from manifold.shared.stores.es_mapping import ES_MAPPING, ES_SETTINGS, scoped_terms
