@@ -167,8 +167,9 @@ def test_tenant_idf_does_not_move_with_another_tenants_size(es_client, unique) -
             "title_terms": scoped_terms(tenant, analysis.terms("Manual"))})
 
     def scores(question: str, weighted: bool) -> dict[str, float]:
+        scoped = scoped_terms("t1", analysis.terms(question)).split()
         boosts = TenantTermWeights(es_client, index, ttl_s=0).boosts(
-            "t1", scoped_terms("t1", analysis.terms(question)).split(), deadline=time.monotonic() + 5) if weighted else None
+            "t1", scoped, deadline=time.monotonic() + 5) if weighted else None
         hits = es_client.search(index=index, query=bm25_query(question, "t1", None, boosts))["hits"]["hits"]
         return {h["_id"]: h["_score"] for h in hits}
 
