@@ -55,7 +55,7 @@ from manifold.shared.artifacts import Chunk, ChunkedDocument, DocRef, Element, P
 from manifold.shared.errors import BadInput
 from manifold.shared.identifiers import find_identifiers, normalize_identifier
 
-CHUNKER_VERSION = "layout-6"
+CHUNKER_VERSION = "layout-7"
 MAX_CHUNKS = 35_000
 """A document that makes more chunks than this is rejected (`BadInput`): the embed, extract and
 load stages hold every chunk's text and vector at once, so this bounds their memory for any
@@ -318,7 +318,8 @@ def _row_slices(header: list[str], cells: list[str] | None, max_chars: int) -> l
     """One row (or, with `cells` None, the header alone) as chunks of consecutive columns, each
     `header slice` + newline + `cell slice`, at most `max_chars`; a column whose header and cell
     do not fit together is cut: its header shortened to a quarter of the limit, its cell split into
-    pieces that each fit under that header."""
+    pieces that each fit under that header. A header alone is the table's only content (a one-row
+    table), so a header cell too long for a chunk is split into pieces, never shortened."""
     label_max = max_chars // 4
     chunks: list[str] = []
     heads: list[str] = []
@@ -335,10 +336,10 @@ def _row_slices(header: list[str], cells: list[str] | None, max_chars: int) -> l
         size = len(" | ".join(heads)) + len(" | ".join(values)) + 1
         if len(head) + len(value) + 1 > max_chars:
             flush()
-            label = head[:label_max]
-            if cells is None:
-                chunks += [label]
+            if cells is None:  # a header alone is content: split, never cut
+                chunks += _pieces(head, max_chars)
                 continue
+            label = head[:label_max]
             for piece in _pieces(value, max_chars - len(label) - 1):
                 chunks.append(f"{label}\n{piece}")
             continue

@@ -21,8 +21,13 @@ one site's layout:
   breadcrumb trail `Apache > HTTP Server > Documentation`); the same words without links when
   there are two or more (`Previous | Next | Up | Home`); and "skip to content" links.
 
+Layout tables are unwrapped: a table most of whose text sits in tables nested inside it (a page
+framed by a one-cell table around the real table, as ExifTool's tag reference is) is replaced by
+its cells' content in order, so the nested tables are read as tables with their own rows
+(partitioned whole, the frame made every row one cell of one row, which the chunker then cut).
+
 Guarantees: pure and deterministic; returns `html` unchanged (the same string) when nothing is
-removed or it does not parse, so pages without furniture partition exactly as before; headings,
+removed or unwrapped or it does not parse, so pages without furniture partition exactly as before; headings,
 paragraphs, lists and tables of the content are never removed by the link-bar rule unless every
 word outside their links is a navigation word.
 """
@@ -66,14 +71,47 @@ def strip_boilerplate(html: str) -> str:
     except (lxml.etree.ParserError, ValueError):
         return html
     doomed = [el for el in root.iter() if isinstance(el.tag, str) and _is_boilerplate(el)]
-    if not doomed:
-        return html
     marked = {id(el) for el in doomed}  # the list keeps each proxy (and so its id) alive
     for el in doomed:
         if el.getparent() is not None and not any(id(a) in marked for a in el.iterancestors()):
             _remove(el)
+    if not _unwrap_layout_tables(root) and not doomed:
+        return html
     out: str = lxml.html.tostring(root, encoding="unicode")
     return out
+
+
+def _nested_tables(table: Any) -> list[Any]:
+    """The tables inside `table` whose nearest enclosing table is `table`."""
+    return [t for t in table.iterdescendants("table") if next(t.iterancestors("table"), None) is table]
+
+
+def _is_layout_table(table: Any) -> bool:
+    nested = _nested_tables(table)
+    if not nested:
+        return False
+    inside = sum(len(" ".join(t.text_content().split())) for t in nested)
+    return inside >= len(" ".join(table.text_content().split())) - inside
+
+
+def _unwrap_layout_tables(root: Any) -> int:
+    """Replace every layout table (module docstring) by a `div` of its cells' content, outermost
+    first; returns how many were unwrapped."""
+    import lxml.html
+
+    done = 0
+    while (table := next((t for t in root.iter("table") if _is_layout_table(t)), None)) is not None:
+        frame = lxml.html.Element("div")
+        for part in table.xpath("./caption | ./tr/* | ./thead/tr/* | ./tbody/tr/* | ./tfoot/tr/*"):
+            block = lxml.html.Element("div")
+            block.text = part.text
+            for child in list(part):
+                block.append(child)  # moves the child, with its tail
+            frame.append(block)
+        frame.tail = table.tail
+        table.getparent().replace(table, frame)
+        done += 1
+    return done
 
 
 def _remove(el: Any) -> None:

@@ -33,7 +33,7 @@ from manifold.ingest.parse_formats import Draft
 from manifold.shared.artifacts import DocRef, Element, ParsedDocument, PipelineVersions
 from manifold.shared.errors import BadInput, UnsupportedMediaType
 
-PARSER_VERSION = "unstructured-0.27.35+p4"
+PARSER_VERSION = "unstructured-0.27.35+p5"
 MAX_ELEMENTS = 200_000
 """A document that parses into more layout elements than this is rejected (`BadInput`): every
 later stage holds its elements (and their chunks, vectors and postings) in memory at once."""

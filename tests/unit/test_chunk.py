@@ -119,6 +119,15 @@ def test_a_long_table_never_splits_a_row_and_repeats_the_header() -> None:
     assert result.chunks[0].identifiers[:2] == ["PRD-401", "PRD-402"]
 
 
+def test_a_one_row_table_with_a_long_cell_is_split_never_cut() -> None:
+    """A table of one row is its header alone; a cell longer than a chunk used to be cut to a
+    quarter of the limit, losing the rest of the text."""
+    words = [f"word{i}" for i in range(120)]
+    result = _chunked([_el("Table", "", rows=[["Summary", " ".join(words)]])], versions=_versions(max_chars=200))
+    assert set(words) <= {w for c in result.chunks for w in c.text.split()}
+    assert all(len(c.text) <= 200 for c in result.chunks)
+
+
 def test_an_oversize_row_is_split_into_column_slices_within_the_limit() -> None:
     header, big = ["code", "note"], ["PRD-1", " ".join(["x"] * 200)]
     rows = [header, ["PRD-0", "short"], big, ["PRD-2", "short"]]

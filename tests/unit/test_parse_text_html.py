@@ -112,6 +112,29 @@ def test_a_line_break_inside_a_table_cell_is_a_space() -> None:
     assert table.rows[1] == ["noplaintext", "Don't use mechanisms that transmit unencrypted passwords."]
 
 
+def test_a_table_framed_by_a_layout_table_keeps_its_rows() -> None:
+    """A one-cell table around the real table (ExifTool's tag pages) is a frame: unwrapped, the
+    inner table is read with its own rows instead of as one cell of one row."""
+    rows = "".join(f"<tr><td>0x{i:04x}</td><td>GPSTag{i}</td><td>'N' = knots {i}</td></tr>" for i in range(12))
+    html = ("<html><body><h1>GPS Tags</h1><p>Intro text.</p><table class=frame><tr><td>"
+            f"<table class=inner><tr><th>Tag ID</th><th>Tag Name</th><th>Values</th></tr>{rows}</table>"
+            "</td></tr></table><p>After the table.</p></body></html>")
+    [table] = [d for d in parse_formats.html_drafts(html) if d.kind == "Table"]
+    assert table.rows is not None and len(table.rows) == 13
+    assert table.rows[0] == ["Tag ID", "Tag Name", "Values"]
+    assert table.rows[12] == ["0x000b", "GPSTag11", "'N' = knots 11"]
+    assert "After the table." in strip_boilerplate(html)
+
+
+def test_a_small_table_inside_a_data_cell_leaves_the_data_table_alone() -> None:
+    html = ("<html><body><table><tr><th>Option</th><th>Meaning</th></tr>"
+            "<tr><td>--mode</td><td>Selects how the tool runs when it is started from a terminal or a job"
+            "<table><tr><td>a</td><td>b</td></tr></table></td></tr>"
+            "<tr><td>--quiet</td><td>Prints nothing but errors, and exits with the status of the last step</td></tr>"
+            "</table></body></html>")
+    assert strip_boilerplate(html) is html
+
+
 def test_a_man_page_rendered_into_one_pre_is_read_as_text() -> None:
     page = ("<html><head><title>postqueue(1)</title></head><body><pre>\n"
             "<b>NAME</b>\n       postqueue - Postfix queue control\n\n<b>DESCRIPTION</b>\n"
