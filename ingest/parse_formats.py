@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 from manifold.ingest.html_boilerplate import strip_boilerplate
 from manifold.ingest.page_furniture import text_without_furniture
+from manifold.ingest.text_tables import split_box_tables
 from manifold.shared.artifacts import ElementKind
 from manifold.shared.errors import BadInput
 
@@ -251,14 +252,27 @@ def _hyphen_joined(previous: str, line: str) -> str | None:
 
 def text_drafts(text: str, *, demote_titles: bool = False) -> list[Draft]:
     """Plain text: running page headers, footers and page numbers are dropped
-    (`page_furniture`); paragraphs are blank-line separated (a form feed is a break too); a line
-    opening with a bullet or a numbered clause starts its own paragraph; other line breaks inside
-    a paragraph are joined, and a word hyphenated across a line break is joined into one
-    (`_hyphen_joined`)."""
+    (`page_furniture`); a table drawn with box-drawing characters (`man`'s rendering of `tbl`) is
+    a `Table` with its rows (`text_tables.split_box_tables`); paragraphs are blank-line
+    separated (a form feed is a break too); a line opening with a bullet or a numbered clause
+    starts its own paragraph; other line breaks inside a paragraph are joined, and a word
+    hyphenated across a line break is joined into one (`_hyphen_joined`)."""
+    text = text_without_furniture(text.replace("\r\n", "\n").replace("\r", "\n").replace("\f", "\n\n"))
+    drafts: list[Draft] = []
+    for part in split_box_tables(text):
+        if isinstance(part, str):
+            drafts += _paragraph_drafts(part, demote_titles)
+        elif len(part[0]) <= MAX_TABLE_COLUMNS:
+            drafts.append(Draft("Table", "", rows=part))
+        else:  # too wide for a table: kept as the text it was
+            drafts += _paragraph_drafts("\n".join(" | ".join(row) for row in part), demote_titles)
+    return drafts
+
+
+def _paragraph_drafts(text: str, demote_titles: bool) -> list[Draft]:
     unstructured_env()
     from unstructured.partition.text import partition_text
 
-    text = text_without_furniture(text.replace("\r\n", "\n").replace("\r", "\n").replace("\f", "\n\n"))
     paragraphs: list[str] = []
     for block in re.split(r"\n\s*\n", text):
         previous = ""
