@@ -12,8 +12,8 @@ by `bench/bulk_load.py` — the stage handlers in-process, reused across runs):
 
    | route | raw call(s) timed |
    |---|---|
-   | exact_lookup | ES `terms`+title-phrase search, then the two PostgreSQL statements (chunks by identifier, records by number) — summed |
-   | bm25_search | ES `search` with `bm25_query(...)` |
+   | exact_lookup | ES `terms`+title-phrase search, then the PostgreSQL records-by-number statement — summed (the executor reads chunks from PostgreSQL only when ES fails) |
+   | bm25_search | ES `search` with `bm25_query(...)` (the route also fetches term statistics for terms unseen in 30 s, `bm25_weights`) |
    | vector_search | the HNSW SQL (`hnsw.ef_search` set), query vector embedded beforehand (not timed; `raw_with_query_embedding` adds one timed `encode` of the text) |
    | hybrid_search | raw bm25 (size=candidates) + raw HNSW (limit=candidates), run one after the other — summed (`raw_with_query_embedding` as for vector) |
    | metric_query | the template's three statements (totals, summary, evidence) in one REPEATABLE READ transaction |
@@ -245,8 +245,7 @@ class Bench:
         with self.pg.transaction(self.tenant) as conn:
             conn.execute("SELECT set_config('statement_timeout', %s, true)", (str(self.exact_timeout_ms),))
             t = time.perf_counter()
-            conn.execute(ex._CHUNKS_BY_ID, args).fetchall()  # noqa: SLF001 - the executor's own SQL
-            with conn.cursor(row_factory=dict_row) as cur:
+            with conn.cursor(row_factory=dict_row) as cur:  # chunks come from ES (PostgreSQL's only if it fails)
                 cur.execute(ex._RECORDS_BY_NUMBER, {**args, "limit": limit}).fetchall()  # noqa: SLF001 - the executor's own SQL
             ms += (time.perf_counter() - t) * 1000
         return ms
