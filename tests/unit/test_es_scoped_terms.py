@@ -54,3 +54,14 @@ def test_a_query_of_stop_words_matches_nothing() -> None:
     body = bm25_query("the of and", "acme", ["d1"])
     assert body["bool"]["must"] == [{"match_none": {}}]
     assert {"terms": {"document_id": ["d1"]}} in body["bool"]["filter"]
+
+
+def test_the_query_always_carries_the_readers_serving_and_acl_filter() -> None:
+    """Replies are also checked in PostgreSQL (final_check under RLS), so a reply-level leak test
+    does not notice a BM25 query without its Elasticsearch ACL filter; this pins the filter itself."""
+    from manifold.shared.stores.serving import es_serving_filter
+
+    for docs in (None, ["d1"]):
+        body = bm25_query("signing key rotation", "acme", docs)
+        assert all(f in body["bool"]["filter"] for f in es_serving_filter("acme"))
+    assert all(f in bm25_query("the of", "acme", None)["bool"]["filter"] for f in es_serving_filter("acme"))
