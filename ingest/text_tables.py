@@ -49,7 +49,8 @@ def _cells(line: str) -> list[str]:
 def box_table_rows(lines: list[str]) -> list[list[str]]:
     """The rows of one box-drawn table (module docstring), padded to one width."""
     borders = [i for i, line in enumerate(lines) if _is_border(line)]
-    content = [i for i in range(len(lines)) if i not in set(borders)]
+    border_set = set(borders)
+    content = [i for i in range(len(lines)) if i not in border_set]
     # two or more borders inside the content (more than the header's rule): rows span lines
     grouped = bool(content) and sum(content[0] < b < content[-1] for b in borders) >= 2
     rows: list[list[str]] = []

@@ -50,14 +50,16 @@ TIE_BREAKER = 0.3
 
 
 def bm25_query(query: str, tenant_id: str, document_ids: Sequence[str] | None,
-               boosts: Mapping[str, Mapping[str, float]] | None = None) -> dict[str, Any]:
+               boosts: Mapping[str, Mapping[str, float]] | None = None, *,
+               terms: Sequence[str] | None = None) -> dict[str, Any]:
     """The Elasticsearch query body (exposed for tests and the benchmark): a `dis_max` over one
     `bool` of `term` clauses per BM25 field (what `multi_match` best_fields builds), each term
-    clause boosted by `boosts[field][term]` (`TenantTermWeights`; 1 when not given)."""
+    clause boosted by `boosts[field][term]` (`TenantTermWeights`; 1 when not given). `terms` are
+    `query`'s tenant-scoped terms when the caller has them already (`query_terms`)."""
     filters = es_serving_filter(tenant_id)
     if document_ids is not None:
         filters = [*filters, {"terms": {"document_id": list(document_ids)}}]
-    scoped = scoped_terms(tenant_id, analysis.terms(query)).split()
+    scoped = list(terms) if terms is not None else query_terms(query, tenant_id)
     if not scoped:
         return {"bool": {"filter": filters, "must": [{"match_none": {}}]}}
     weights = boosts or {}
@@ -72,6 +74,11 @@ def bm25_query(query: str, tenant_id: str, document_ids: Sequence[str] | None,
         "must": [{"dis_max": {"tie_breaker": TIE_BREAKER,
                               "queries": [field("text_terms", 1.0), field("title_terms", TITLE_BOOST)]}}],
     }}
+
+
+def query_terms(query: str, tenant_id: str) -> list[str]:
+    """`query` analysed as the indexed fields were, each term scoped to `tenant_id`."""
+    return scoped_terms(tenant_id, analysis.terms(query)).split()
 
 
 class BM25Executor:
@@ -95,11 +102,12 @@ class BM25Executor:
                 Gap(kind="missing_data", step=None, detail="bm25: no documents in scope"),))
         deadline = time.monotonic() + timeout_s
         with clock, es_errors("elasticsearch (bm25)"):
-            boosts = self._weights.boosts(
-                tenant_id, scoped_terms(tenant_id, analysis.terms(params.query)).split(), deadline=deadline)
+            terms = query_terms(params.query, tenant_id)
+            boosts = self._weights.boosts(tenant_id, terms, deadline=deadline)
             left = max(deadline - time.monotonic(), 0.05)
             res = self._es.options(request_timeout=left).search(
-                index=self._index, query=bm25_query(params.query, tenant_id, docs, boosts), size=params.limit,
+                index=self._index, query=bm25_query(params.query, tenant_id, docs, boosts, terms=terms),
+                size=params.limit,
                 timeout=f"{max(int(left * 1000), 10)}ms", sort=["_score", {"chunk_id": "asc"}],
                 track_scores=True,
             )

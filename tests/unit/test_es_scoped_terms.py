@@ -65,3 +65,12 @@ def test_the_query_always_carries_the_readers_serving_and_acl_filter() -> None:
         body = bm25_query("signing key rotation", "acme", docs)
         assert all(f in body["bool"]["filter"] for f in es_serving_filter("acme"))
     assert all(f in bm25_query("the of", "acme", None)["bool"]["filter"] for f in es_serving_filter("acme"))
+
+
+def test_terms_given_by_the_caller_build_the_same_body() -> None:
+    from manifold.query.executors.bm25 import query_terms
+
+    terms = query_terms("signing key rotation", "acme")
+    assert bm25_query("signing key rotation", "acme", ["d1"], terms=terms) == bm25_query(
+        "signing key rotation", "acme", ["d1"])
+    assert terms == scoped_terms("acme", analysis.terms("signing key rotation")).split()
