@@ -32,7 +32,8 @@ Guarantees:
   GNU/Linux 9"), or as a whole cell of a table row in a text that names the name (a release
   table `9,Stretch,…` in `debian.csv`); the number alone elsewhere does not cover it. A possessive
   `'s` is not part of a word; words about the search itself ("keyword", "documents") are not
-  salient; nor is a conversational "OK". `own_terms(question, salient)` are those that describe
+  salient; nor is a conversational "OK", nor a unit written in capitals ("MBs", "kHz"); an
+  acronym's plural ("VMs") is covered by the acronym. `own_terms(question, salient)` are those that describe
   the asker's own setup ("my VM", "my ISP's smarthost"): see `query.abstain` for how they count.
 - Deterministic, no I/O.
 """
@@ -141,6 +142,13 @@ file files passage passages mention mentions mentioned mentioning text texts ok 
 """Words about the search itself ("documents that mention the keyword …"), not about its object,
 and conversational ones ("is it OK to …")."""
 
+_UNITS = frozenset("""kb kib mb mib gb gib tb tib pb pib kbps mbps gbps kbit mbit gbit hz khz mhz ghz
+dpi ppi fps rpm ppm""".split())
+"""Units of measure, written in capitals ("the first few MBs", "at 48 kHz"): the form of an
+answer, not a thing a passage must name (a manual writes "megabytes", "MiB" or "1M")."""
+_PLURAL_ACRONYM = re.compile(r"[A-Z]{2,}s")
+"""An acronym's plural ("VMs", "URLs", "CPUs"): covered by the acronym itself."""
+
 _OWN = re.compile(r"(?<![\w'’])(?:my|our)\s+([^\W\d_][\w'’-]*)(?:\s+([^\W\d_][\w'’-]*))?", re.IGNORECASE)
 """The asker's own setup: the (at most two) words after "my" / "our" ("my VM", "my ISP's
 smarthost", "our LAN")."""
@@ -173,13 +181,14 @@ def salient_terms(question: str, common: Callable[[str], bool]) -> list[str]:
     """The terms a relevant passage must contain (see the module guarantees), first seen first."""
     out: dict[str, None] = {}
     for term in [*technical_terms(question), *_quoted(question), *_numbers(question)]:
-        out.setdefault(term, None)
+        if term.casefold() not in _UNITS:  # "kHz" looks like camelCase
+            out.setdefault(term, None)
     taken = " ".join(out)
     for match in _WORD.finditer(question):
         word = re.sub(r"['’]s$", "", match.group(0)).strip("'’-")
         low = word.casefold()
         if (len(word) < 2 or low in STOPWORDS or low in QUESTION_WORDS or low in _CALENDAR or low in _META
-                or word in taken):
+                or low in _UNITS or low.removesuffix("s") in _UNITS or word in taken):
             continue
         capitalised = word[:1].isupper() and not _opens_sentence(question, match.start()) and not word.isupper()
         acronym = word.isupper() and len(word) >= 2
@@ -265,6 +274,8 @@ def covered(term: str, texts: Iterable[str]) -> bool:
     texts = list(texts)
     if any(occurs(v, t) for v in (term, *version_variants(term)) for t in texts):
         return True
+    if _PLURAL_ACRONYM.fullmatch(term):  # "VMs": the acronym, singular or plural
+        return covered(term[:-1], texts)
     home = _HOME.match(term)
     if home and len(term) - home.end() >= 3:  # "~/.Rprofile": a manual writes ".Rprofile in the home directory"
         return covered(term[home.end():], texts)

@@ -339,3 +339,12 @@ def test_a_capital_that_opens_a_sentence_is_not_a_name() -> None:
     question = "My opponent's clock jumps back up after they move. Am I being cheated? Could Xboard fix it?"
     assert salient_terms(question, lambda word: True) == ["Xboard"]  # every ordinary word is common here
     assert "Raspbian" in salient_terms("I use a Pi. Raspbian won't boot", common)  # a rare word still counts
+
+
+def test_units_are_not_salient_and_an_acronyms_plural_is_covered_by_the_acronym() -> None:
+    question = "mdadm wipe old raid superblock, is dd over the first MBs enough at 48 kHz?"
+    assert not {"MBs", "kHz"} & set(salient_terms(question, lambda word: True))
+    assert "VMs" in salient_terms("How many VMs can one host run?", lambda word: True)
+    assert covered("VMs", ["Each VM gets its own disk."])
+    assert covered("URLs", ["a list of URLs"])
+    assert not covered("VMs", ["virtual machines"])
