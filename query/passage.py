@@ -1,7 +1,9 @@
 """The sentence, clause or table row of retrieved chunks that answers a question (pure
 functions, no I/O): `best_passage` picks it (see `_score` for the rule), `units` splits a
 chunk into quotable units, `quote` cuts one for the answer line, `term_pattern` matches a
-technical term however it is spelled (`max_connections`, `max connections`).
+technical term however it is spelled (`max_connections`, `max connections`). A unit that asks
+or introduces (an FAQ's question, a line ending `:`, a head line) is quoted with the unit that
+follows it, which holds its answer; a heading's `~~~~` underline is never quoted.
 """
 
 from __future__ import annotations
@@ -62,14 +64,15 @@ def quote(text: str, start: int, end: int, first: int, limit: int = _SNIPPET) ->
                      if v.strip()]
             return " ".join("; ".join(pairs).split())
     if len(line) <= limit:
-        return " ".join(line.split())
+        return _RULE.sub(" ", " ".join(line.split())).strip()
     lo = max(0, first - start - limit // 3)
     hi = min(len(line), lo + limit)
     while lo > 0 and lo < len(line) and not _CELL_BREAK.match(line[lo - 1]):
         lo += 1
     while hi < len(line) and hi > lo and not _CELL_BREAK.match(line[hi]):
         hi -= 1
-    return ("…" if lo > 0 else "") + " ".join(line[lo:hi].split()) + ("…" if hi < len(line) else "")
+    body = _RULE.sub(" ", " ".join(line[lo:hi].split())).strip()
+    return ("…" if lo > 0 else "") + body + ("…" if hi < len(line) else "")
 
 
 _QUANTITY_ASKED = re.compile(r"\b(?:how\s+(?:many|much|long|often|big|large|old)|default|maximum|minimum|max|min|"
@@ -117,11 +120,12 @@ def best_passage(question: str, hits: Sequence[Any], terms: Sequence[str] = ()) 
             if w.casefold() not in QUESTION_WORDS and w.casefold() not in STOPWORDS))),
         quantity=bool(_QUANTITY_ASKED.search(question)),
         definition=bool(_DEFINITION_ASKED.search(question)))
-    best: tuple[float, Any, int, int, int] | None = None
+    best: tuple[float, Any, int, int, int, int] | None = None
     for rank, hit in enumerate(hits):
         header = _table_header(hit.text)
         heads = _heads(hit.text) if header is None else []
-        for start, end in units(hit.text):
+        spans = units(hit.text)
+        for k, (start, end) in enumerate(spans):
             if header is not None and start == 0:
                 continue  # a table's header row names the columns, not a fact: its rows are quoted
             score, named = _score(ask, hit, header, heads, start, end)
@@ -129,11 +133,29 @@ def best_passage(question: str, hits: Sequence[Any], terms: Sequence[str] = ()) 
                 continue
             score -= 0.01 * rank  # an earlier hit wins a tie
             if score > 0 and (best is None or score > best[0]):
-                best = (score, hit, start, end, start + min((m.start() for m in named), default=0))
+                stop = _answer_end(hit.text, spans, k, heads) if header is None else end
+                best = (score, hit, start, end, stop, start + min((m.start() for m in named), default=0))
     if best is None:
         return None
-    _, hit, start, end, first = best
-    return hit, quote(hit.text, start, end, first)
+    _, hit, start, _end, stop, first = best
+    return hit, quote(hit.text, start, stop, first)
+
+
+def _answer_end(text: str, spans: Sequence[tuple[int, int]], k: int, heads: Sequence[tuple[int, int]]) -> int:
+    """Where the quote of unit `k` ends: a unit that asks (an FAQ's question, ending `?`), one that
+    introduces what follows (ending `:`) or a head line is quoted with the unit after it, which
+    holds its answer ("Can I run two copies at once?" then "Yes: give each its own
+    directory ..."); any other unit ends where it ends."""
+    start, end = spans[k]
+    if not (text[start:end].rstrip().endswith(("?", ":")) or (start, end) in heads):
+        return end
+    after = [e for s, e in spans[k + 1:k + 3] if _ALNUM.search(text[s:e])]  # past a `~~~~` underline
+    return after[0] if after else end
+
+
+_ALNUM = re.compile(r"[^\W_]")
+_RULE = re.compile(r"\s*([~=_*#-])\1{3,}\s*")
+"""A run of four or more of one rule character (a heading's `~~~~` or `====` underline)."""
 
 
 @dataclass(frozen=True)

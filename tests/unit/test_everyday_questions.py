@@ -142,6 +142,22 @@ def test_the_answer_quotes_the_sentence_that_holds_the_fact() -> None:
     assert hit.chunk_id == "b" and "900 seconds" in quote and "Other text" not in quote
 
 
+
+def test_an_faq_question_or_an_introduction_is_quoted_with_the_unit_that_answers_it() -> None:
+    faq = _hit("a", "Why are my arrays marked auto-read-only?\n~~~~~~~~~~~~~~~~\n"
+                    "Arrays are kept read-only until the first write occurs. Unrelated text follows.")
+    picked = best_passage("why is my array auto-read-only?", [faq])
+    assert picked is not None
+    assert picked[1] == ("Why are my arrays marked auto-read-only? "
+                         "Arrays are kept read-only until the first write occurs.")
+    intro = _hit("b", "One of the following exit values can be returned by getent:\n"
+                      "2 One or more supplied key could not be found in the database.\nOther values follow.")
+    picked = best_passage("which exit values can getent return", [intro])
+    assert picked is not None and "2 One or more supplied key" in picked[1] and "Other values" not in picked[1]
+    plain = _hit("c", "The cache keeps a password for 900 seconds. Other text follows.")
+    picked = best_passage("how long does the cache keep a password", [plain])
+    assert picked is not None and picked[1] == "The cache keeps a password for 900 seconds."
+
 # ---- honest abstention ----------------------------------------------------------------------------
 
 def _evidence(text: str, title: str = "") -> Evidence:
