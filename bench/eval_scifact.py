@@ -70,9 +70,10 @@ NOTES = [
     "executor's cap of 100 candidates per branch.",
     'Dense: the routed VectorExecutor chooses HNSW above query.exact_search_below (2000) active chunks '
     'and exact below; vector_modes says which ran; vector_exact forces the exact scan.',
-    'Elasticsearch BM25 statistics (IDF, average length) come from the whole shared index (every tenant '
-    "and version), PostgreSQL BM25 from this tenant's serving chunks only: the two lexical rows differ "
-    'partly for that reason.',
+    "Elasticsearch BM25: each term's IDF is the tenant's own (query.executors.bm25_weights boosts each term "
+    "by idf over the tenant's chunks / idf over the index), the average length is the whole shared index's "
+    "(every tenant and version); PostgreSQL BM25 uses this tenant's serving chunks only: the two lexical rows "
+    'differ partly for that reason.',
     'Tuning never looks at the test split: RRF k and the BM25 weight (document level) and the served '
     'fusion method, weights and document support (query.fusion.fuse, chunk level) are chosen on the train qrels.',
     'Served hybrid runs search what the query service would: the passages step of the plan compiled from each '

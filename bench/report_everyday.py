@@ -50,7 +50,8 @@ def everyday_section(results: Path) -> list[str]:
 
 PROBES = {"everyday_probe2": "bench/everyday_probe2", "everyday_probe3": "bench/everyday_probe3",
           "everyday_probe4": "bench/everyday_probe4", "everyday_probe5": "bench/everyday_probe5",
-          "everyday_probe6": "bench/everyday_probe6", "everyday_probe7": "bench/everyday_probe7"}
+          "everyday_probe6": "bench/everyday_probe6", "everyday_probe7": "bench/everyday_probe7",
+          "everyday_probe8": "bench/everyday_probe8"}
 """Probe sets written after the main set, in domains it does not cover: results
 `<name>_baselines.json` (`EVERYDAY_SET=... bench/everyday_baselines.py --out`),
 `<name>_embedded.json` (`EVERYDAY_SET=... bench/eval_everyday.py --out`) and, when it was run,
