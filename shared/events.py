@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import math
 import re
 import uuid
 from datetime import UTC, datetime
@@ -129,6 +130,8 @@ class DocumentUpserted(_Envelope):
                 raise ValueError("metadata keys must be 1-128 characters")
             if isinstance(item, str) and len(item) > 4096:
                 raise ValueError(f"metadata value for {key!r} exceeds 4096 characters")
+            if isinstance(item, float) and not math.isfinite(item):  # JSON has no Infinity or NaN
+                raise ValueError(f"metadata value for {key!r} must be a finite number")
         return value
 
     @model_validator(mode="after")

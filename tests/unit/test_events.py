@@ -80,3 +80,14 @@ def test_inline_limit_and_claim_check() -> None:
     both["content_b64"] = base64.b64encode(b"x").decode()
     with pytest.raises(BadEvent, match="exactly one"):
         parse_event(json.dumps(both).encode())
+
+
+@pytest.mark.parametrize("number", [b"1e999", b"-1e999", b"Infinity", b"NaN"])
+def test_a_metadata_number_json_cannot_carry_back_is_rejected(number: bytes) -> None:
+    raw = _raw(metadata={"score": 0}).replace(b'"score": 0', b'"score": ' + number)
+    try:
+        event = parse_event(raw)
+    except BadEvent as err:
+        assert "finite" in str(err) or "metadata" in str(err)
+    else:  # accepted only if it survives its own round trip
+        assert parse_event(event.model_dump_json().encode()) == event
