@@ -3,7 +3,8 @@ functions, no I/O): `best_passage` picks it (see `_score` for the rule), `units`
 chunk into quotable units, `quote` cuts one for the answer line, `term_pattern` matches a
 technical term however it is spelled (`max_connections`, `max connections`). A unit that asks
 or introduces (an FAQ's question, a line ending `:`, a head line) is quoted with the unit that
-follows it, which holds its answer; a heading's `~~~~` underline is never quoted.
+follows it, which holds its answer, and any other sentence with the next one of its paragraph
+when both fit in one quote; a heading's `~~~~` underline is never quoted.
 """
 
 from __future__ import annotations
@@ -145,12 +146,18 @@ def _answer_end(text: str, spans: Sequence[tuple[int, int]], k: int, heads: Sequ
     """Where the quote of unit `k` ends: a unit that asks (an FAQ's question, ending `?`), one that
     introduces what follows (ending `:`) or a head line is quoted with the unit after it, which
     holds its answer ("Can I run two copies at once?" then "Yes: give each its own
-    directory ..."); any other unit ends where it ends."""
+    directory ..."); any other unit with the next sentence of its paragraph when both fit in one
+    quote ("... defined by _PATH_SERVICES." then "This is usually set to /etc/services."), so
+    the sentence that completes it is not cut off; else it ends where it ends."""
     start, end = spans[k]
-    if not (text[start:end].rstrip().endswith(("?", ":")) or (start, end) in heads):
-        return end
-    after = [e for s, e in spans[k + 1:k + 3] if _ALNUM.search(text[s:e])]  # past a `~~~~` underline
-    return after[0] if after else end
+    if text[start:end].rstrip().endswith(("?", ":")) or (start, end) in heads:
+        after = [e for s, e in spans[k + 1:k + 3] if _ALNUM.search(text[s:e])]  # past a `~~~~` underline
+        return after[0] if after else end
+    if k + 1 < len(spans):
+        following, stop = spans[k + 1]
+        if "\n" not in text[end:following] and stop - start <= _SNIPPET:
+            return stop
+    return end
 
 
 _ALNUM = re.compile(r"[^\W_]")

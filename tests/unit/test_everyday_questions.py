@@ -139,13 +139,14 @@ def test_the_answer_quotes_the_sentence_that_holds_the_fact() -> None:
     picked = best_passage("How long does the cache helper keep a password by default?", hits, ["--timeout"])
     assert picked is not None
     hit, quote = picked
-    assert hit.chunk_id == "b" and "900 seconds" in quote and "Other text" not in quote
+    assert hit.chunk_id == "b" and quote.startswith("The --timeout option") and "900 seconds" in quote
+    assert "Options." not in quote
 
 
 
 def test_an_faq_question_or_an_introduction_is_quoted_with_the_unit_that_answers_it() -> None:
     faq = _hit("a", "Why are my arrays marked auto-read-only?\n~~~~~~~~~~~~~~~~\n"
-                    "Arrays are kept read-only until the first write occurs. Unrelated text follows.")
+                    "Arrays are kept read-only until the first write occurs.\nUnrelated text follows.")
     picked = best_passage("why is my array auto-read-only?", [faq])
     assert picked is not None
     assert picked[1] == ("Why are my arrays marked auto-read-only? "
@@ -154,8 +155,20 @@ def test_an_faq_question_or_an_introduction_is_quoted_with_the_unit_that_answers
                       "2 One or more supplied key could not be found in the database.\nOther values follow.")
     picked = best_passage("which exit values can getent return", [intro])
     assert picked is not None and "2 One or more supplied key" in picked[1] and "Other values" not in picked[1]
-    plain = _hit("c", "The cache keeps a password for 900 seconds. Other text follows.")
+    plain = _hit("c", "The cache keeps a password for 900 seconds.\nOther text follows.")
     picked = best_passage("how long does the cache keep a password", [plain])
+    assert picked is not None and picked[1] == "The cache keeps a password for 900 seconds."
+
+
+def test_a_sentence_is_quoted_with_the_next_of_its_paragraph_when_both_fit() -> None:
+    hit = _hit("a", "The location of the services file is defined by _PATH_SERVICES in <netdb.h>. "
+                    "This is usually set to /etc/services.\nSee also hosts(5).")
+    picked = best_passage("where is _PATH_SERVICES defined", [hit], ["_PATH_SERVICES"])
+    assert picked is not None
+    assert picked[1] == ("The location of the services file is defined by _PATH_SERVICES in <netdb.h>. "
+                         "This is usually set to /etc/services.")
+    long = _hit("b", "The cache keeps a password for 900 seconds. " + "Then it is gone again " * 12 + ".")
+    picked = best_passage("how long does the cache keep a password", [long])
     assert picked is not None and picked[1] == "The cache keeps a password for 900 seconds."
 
 # ---- honest abstention ----------------------------------------------------------------------------
