@@ -121,7 +121,7 @@ def best_passage(question: str, hits: Sequence[Any], terms: Sequence[str] = ()) 
             if w.casefold() not in QUESTION_WORDS and w.casefold() not in STOPWORDS))),
         quantity=bool(_QUANTITY_ASKED.search(question)),
         definition=bool(_DEFINITION_ASKED.search(question)))
-    best: tuple[float, Any, int, int, int, int] | None = None
+    best: tuple[float, Any, int, int, int] | None = None
     for rank, hit in enumerate(hits):
         header = _table_header(hit.text)
         heads = _heads(hit.text) if header is None else []
@@ -135,10 +135,10 @@ def best_passage(question: str, hits: Sequence[Any], terms: Sequence[str] = ()) 
             score -= 0.01 * rank  # an earlier hit wins a tie
             if score > 0 and (best is None or score > best[0]):
                 stop = _answer_end(hit.text, spans, k, heads) if header is None else end
-                best = (score, hit, start, end, stop, start + min((m.start() for m in named), default=0))
+                best = (score, hit, start, stop, start + min((m.start() for m in named), default=0))
     if best is None:
         return None
-    _, hit, start, _end, stop, first = best
+    _, hit, start, stop, first = best
     return hit, quote(hit.text, start, stop, first)
 
 
@@ -161,8 +161,9 @@ def _answer_end(text: str, spans: Sequence[tuple[int, int]], k: int, heads: Sequ
 
 
 _ALNUM = re.compile(r"[^\W_]")
-_RULE = re.compile(r"\s*([~=_*#-])\1{3,}\s*")
-"""A run of four or more of one rule character (a heading's `~~~~` or `====` underline)."""
+_RULE = re.compile(r"\s*(?<!\S)([~=_*#-])\1{3,}(?!\S)\s*")
+"""A word made of four or more of one rule character (a heading's `~~~~` or `====` underline);
+not such a run inside a word (`-----BEGIN`)."""
 
 
 @dataclass(frozen=True)

@@ -377,3 +377,9 @@ def test_units_are_not_salient_and_an_acronyms_plural_is_covered_by_the_acronym(
     assert covered("VMs", ["Each VM gets its own disk."])
     assert covered("URLs", ["a list of URLs"])
     assert not covered("VMs", ["virtual machines"])
+
+
+def test_a_rule_inside_a_word_is_quoted_as_written() -> None:
+    hit = _hit("a", "A signed message starts with -----BEGIN PGP SIGNED MESSAGE----- on its own line.")
+    picked = best_passage("how does a signed message start", [hit])
+    assert picked is not None and "-----BEGIN PGP SIGNED MESSAGE-----" in picked[1]
