@@ -291,7 +291,7 @@ def main() -> None:
 
     from manifold.shared.config import ManifoldSettings
 
-    os.environ.setdefault("MANIFOLD_QUERY__ALLOW_DEV_KEY", "true")  # local bench stack: development keys (README "Keys")
+    os.environ.setdefault("MANIFOLD_QUERY__ALLOW_DEV_KEY", "true")  # local bench stack: development keys (docs/query.md "Keys")
     settings = ManifoldSettings()
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     for noisy in ("elastic_transport", "neo4j", "httpx", "sentence_transformers", "manifold"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    os.environ.setdefault("MANIFOLD_QUERY__ALLOW_DEV_KEY", "true")  # local bench: development keys (README "Keys")
+    os.environ.setdefault("MANIFOLD_QUERY__ALLOW_DEV_KEY", "true")  # local bench: development keys (docs/query.md "Keys")
     from manifold.shared.config import EmbeddedSettings, ManifoldSettings
 
     base = ManifoldSettings()

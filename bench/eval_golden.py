@@ -544,7 +544,7 @@ def main() -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     from manifold.shared.config import ManifoldSettings
 
-    os.environ.setdefault("MANIFOLD_QUERY__ALLOW_DEV_KEY", "true")  # local bench stack: development keys (README "Keys")
+    os.environ.setdefault("MANIFOLD_QUERY__ALLOW_DEV_KEY", "true")  # local bench stack: development keys (docs/query.md "Keys")
     base = ManifoldSettings()
     settings = base.model_copy(update={"ingest": base.ingest.model_copy(update={"metrics_port": 0})})
     items = [json.loads(line) for line in args.golden.read_text().splitlines() if line.strip()]

@@ -625,7 +625,7 @@ def main() -> None:
 
     from manifold.shared.config import ManifoldSettings
 
-    os.environ.setdefault("MANIFOLD_QUERY__ALLOW_DEV_KEY", "true")  # local bench stack: development keys (README "Keys")
+    os.environ.setdefault("MANIFOLD_QUERY__ALLOW_DEV_KEY", "true")  # local bench stack: development keys (docs/query.md "Keys")
     base = ManifoldSettings()
     settings = base.model_copy(update={"ingest": base.ingest.model_copy(update={"metrics_port": 0})})
     sums = verify_checksums(args.data)

@@ -429,7 +429,7 @@ def main() -> None:
     out = args.out or Path(__file__).parent / "results" / (
         "ingest_throughput.json" if args.profile == "embedded" else "ingest_throughput_distributed.json")
 
-    os.environ.setdefault("MANIFOLD_QUERY__ALLOW_DEV_KEY", "true")  # local bench stack: development keys (README "Keys")
+    os.environ.setdefault("MANIFOLD_QUERY__ALLOW_DEV_KEY", "true")  # local bench stack: development keys (docs/query.md "Keys")
     base = ManifoldSettings()
     settings = base.model_copy(update={"ingest": base.ingest.model_copy(update={"metrics_port": 0}),
                                        **({"profile": "embedded"} if args.profile == "embedded" else {})})

@@ -623,7 +623,7 @@ def main() -> None:
 
     from manifold.shared.config import ManifoldSettings
 
-    os.environ.setdefault("MANIFOLD_QUERY__ALLOW_DEV_KEY", "true")  # local bench stack: development keys (README "Keys")
+    os.environ.setdefault("MANIFOLD_QUERY__ALLOW_DEV_KEY", "true")  # local bench stack: development keys (docs/query.md "Keys")
     settings = ManifoldSettings()
     tenant = args.tenant or (bulk_load.DEFAULT_TENANT if args.reuse else f"bench-q-{uuid.uuid4().hex[:8]}")
     load_report = None

@@ -73,7 +73,7 @@ WORKER_ENV = {
     "MANIFOLD_INGEST__MAX_ATTEMPTS": "30",
     "MANIFOLD_INGEST__RETRY_MAX_S": "5",
     "MANIFOLD_INGEST__RECONCILE_INTERVAL_S": "15",
-    # The suite's own local stack uses the development token and producer keys (README "Keys").
+    # The suite's own local stack uses the development token and producer keys (docs/query.md "Keys").
     "MANIFOLD_QUERY__ALLOW_DEV_KEY": "true",
 }
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -4,7 +4,7 @@
 `reconcile_interval_s`; `manifold gc` runs it once; the embedded `manifold delete` runs it right
 after applying the delete). `purge_tenant(ports, tenant)` erases a whole tenant.
 
-Guarantees (README 'Erasure'):
+Guarantees (docs/lifecycle.md 'Erasure'):
 - **Serving stores**: the publisher removes a deleted document's versions from PostgreSQL,
   Elasticsearch and Neo4j when it applies the delete; `collect` first re-runs `publisher.gc`,
   which finishes any purge a crash interrupted and removes retired versions past `grace_s`.

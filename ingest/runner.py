@@ -15,7 +15,7 @@ Guarantees:
 - **Per-key order.** Outputs are produced in input order; a partition's messages stay in order.
 - **At-least-once with idempotent handlers.** Offsets are committed only after every output (or
   dead letter) of the batch is acknowledged by the broker, so a crash replays the batch, never
-  loses it (see README 'Why confluent-kafka').
+  loses it (see docs/ingestion.md 'Runtime: why confluent-kafka').
 - **Poison-proof.** Errors are routed in one place: `BadInput` goes to the DLQ at once;
   `Transient` is retried with exponential backoff up to `max_attempts`, then dead-lettered as
   `exhausted`; any other exception (a handler bug, a RecursionError from absurdly nested JSON, a

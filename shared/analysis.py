@@ -16,7 +16,7 @@ Elasticsearch receives `terms` space-joined (`analyzed`) in fields indexed with 
 `whitespace` analyzer (the local distribution has no stemmer of its own: no analysis-common
 module), and the query is analysed here the same way before it is sent. The PostgreSQL text index
 stores the same terms as postings. Changing any rule here changes `ANALYSIS_VERSION`, which is part
-of both index schema versions, so a change is rolled out as a rebuild (README, "Text analysis").
+of both index schema versions, so a change is rolled out as a rebuild (docs/query.md, "Text analysis").
 
 `heading_text(title, path)` is what a chunk's title field holds: the document title and the titles
 of the chunk's section path, each once, in order.

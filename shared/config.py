@@ -133,7 +133,8 @@ class IngestSettings(_Section):
     max_document_bytes: int = Field(20 * 1024 * 1024, ge=1024)
     record_column_map: dict[str, str] = Field(
         default_factory=dict,
-        description="extra source column name -> canonical record field (see README 'Records')",
+        description="extra source column name -> canonical record field "
+                    "(see docs/ingestion.md 'Business records from tables')",
     )
     max_attempts: int = Field(5, ge=1, le=50, description="tries per message before the DLQ")
     retry_initial_s: float = Field(0.5, gt=0)
@@ -148,7 +149,8 @@ class IngestSettings(_Section):
     batch_linger_s: float = Field(0.2, ge=0, le=10, description="... waiting at most this long for a batch to fill")
     producers: dict[str, ProducerKey] = Field(
         default_factory=dict,
-        description="upstream producers the first stage accepts: id -> {key, tenants} (README 'Producer keys')",
+        description="upstream producers the first stage accepts: id -> {key, tenants} "
+                    "(docs/ingestion.md 'Producer keys')",
     )
     producer_id: str | None = Field(None, pattern=_PRODUCER_ID, description="the producer `manifold ingest` signs as")
     producer_key: SecretStr | None = Field(None, description="its key (else taken from `producers[producer_id]`)")

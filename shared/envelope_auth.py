@@ -133,7 +133,7 @@ class ProducerRegistry:
         `producer` may publish for `tenant_id` (document and access events share this rule)."""
         if producer is None or signature is None:
             raise Unauthorized(f"unsigned event for tenant {tenant_id!r}: upstream producers must sign "
-                               "(README 'Producer keys')")
+                               "(docs/ingestion.md 'Producer keys')")
         grant = self.producers.get(producer)
         if grant is None:
             raise Unauthorized(f"unknown producer {producer!r}")
@@ -172,5 +172,6 @@ def signer_from_settings(settings: ManifoldSettings) -> Signer:
     if settings.query.allow_dev_key:
         return Signer(DEV_PRODUCER_ID, DEV_PRODUCER_KEY)
     raise NoProducerKey("no producer key to sign events with: set MANIFOLD_INGEST__PRODUCER_ID and "
-                        "MANIFOLD_INGEST__PRODUCER_KEY (README 'Producer keys'); for local development only, "
+                        "MANIFOLD_INGEST__PRODUCER_KEY (docs/ingestion.md 'Producer keys'); "
+                        "for local development only, "
                         "MANIFOLD_QUERY__ALLOW_DEV_KEY=true signs with the built-in development producer")

@@ -80,7 +80,7 @@ def ensure_topics(bootstrap: str, topics: Iterable[str], partitions: int,
 
 
 def pipeline_topic_configs(kafka: Any) -> dict[str, dict[str, str]]:
-    """Topic configs that bound how long content can live in the Kafka log (README 'Erasure').
+    """Topic configs that bound how long content can live in the Kafka log (docs/lifecycle.md 'Erasure').
 
     Only `manifold.documents` (inline content of upserts) and `manifold.dlq` (dead letters keep
     the original message) can carry document bytes; stage and publish topics carry claim-check

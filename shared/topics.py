@@ -1,4 +1,4 @@
-"""The Kafka contract: topic names, partitions and what each carries (see README 'Topics')."""
+"""The Kafka contract: topic names, partitions and what each carries (see docs/ingestion.md 'Topics')."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from manifold.shared.config import ManifoldSettings
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
 # The test configuration opts in to the built-in development keys (token signing key and upstream
-# producer key; both refused by default, see README "Keys"), so the suite and the worker
+# producer key; both refused by default, see docs/query.md "Keys"), so the suite and the worker
 # subprocesses it starts (they inherit this environment) can mint tokens and sign events. Tests
 # of the refusal build their settings with `allow_dev_key=False` explicitly.
 os.environ.setdefault("MANIFOLD_QUERY__ALLOW_DEV_KEY", "true")

@@ -194,7 +194,7 @@ def _reconcile(args: argparse.Namespace) -> int:
 
 
 def _switch_index(args: argparse.Namespace) -> int:
-    """Step 4 of an analysis rollout (README "Rolling out an analysis change"): point the serving
+    """Step 4 of an analysis rollout (docs/query.md "Rolling out an analysis change"): point the serving
     alias at the index this code writes, only once `reconcile` finds it complete."""
     import json
 
@@ -351,7 +351,7 @@ def register(sub: Any) -> None:
     switch = sub.add_parser(
         "switch-index",
         help="point the Elasticsearch serving alias at the index this version of manifold writes",
-        description="Step 4 of rolling out an analysis or index-schema change (README): refuses (exit 3) while "
+        description="Step 4 of rolling out an analysis or index-schema change (docs/query.md): refuses (exit 3) while "
         "`reconcile` finds active versions missing from the new index, unless --force. Idempotent.",
     )
     switch.add_argument("--force", action="store_true", help="switch even if versions are missing from the new index")

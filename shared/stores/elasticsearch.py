@@ -105,7 +105,7 @@ class ElasticsearchTextIndex(ElasticsearchServingMarks):
     def ensure_index(self) -> None:
         """Create the index if absent; idempotent and safe to race. The alias is attached at
         creation only when no other index holds it (a fresh deployment); otherwise the alias keeps
-        serving the previous index until `switch_alias` (after the rebuild, README)."""
+        serving the previous index until `switch_alias` (after the rebuild, docs/query.md)."""
         with transient():
             if not self._es.indices.exists(index=self._index):
                 taken = bool(self._alias and self._es.indices.exists_alias(name=self._alias))

@@ -22,7 +22,7 @@ UNSTEMMED `analyze` (= `analysis.plain_terms`, Elasticsearch's `manifold_english
 title, for exact identifier phrases. Each row records `text_schema_version`
 (`PG_TEXT_SCHEMA_VERSION`, which names the analysis): the manifest and BM25 see only rows of the
 current version, so rows written under another analysis are never scored with this one and the
-reconciler reports them as missing and rewrites them (README, "Text analysis").
+reconciler reports them as missing and rewrites them (docs/query.md, "Text analysis").
 
 Guarantees (in addition to `manifold.shared.ports`):
 - The manifest's `store` is `"elasticsearch"`: the name of the text-index slot the load stage
