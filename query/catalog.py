@@ -10,6 +10,9 @@ Guarantees:
   `tenant_id = %s` predicate. The tenant is only ever the `tenant_id` argument.
 - **Read-only.** Neo4j is read in a READ session (`execute_read`) with a transaction timeout;
   PostgreSQL in a read-only REPEATABLE READ transaction as `manifold_query`.
+- **Outages are `Transient`.** Neo4j down, unavailable, or ending the read at its timeout (as a
+  just-restarted server does) raises `Transient`, which the service answers by routing without
+  the catalog (`partial`); only a genuine client error propagates.
 - **Kinds.** Only the kinds in `types.EntityKind` (company, supplier, product, product_group,
   contract, invoice, credit_note, order) are listed; other node types (e.g. Person) are not.
 - **Aliases.** A product's description (catalog item `attributes->>'description'`, or a record
@@ -177,8 +180,16 @@ class CatalogReader:
             with self._driver.session(default_access_mode=neo4j.READ_ACCESS) as session:
                 return session.execute_read(neo4j.unit_of_work(timeout=self._timeout_s)(work))
         except (neo4j_errors.ServiceUnavailable, neo4j_errors.SessionExpired,
-                neo4j_errors.TransientError) as exc:
+                neo4j_errors.TransientError, neo4j_errors.DatabaseUnavailable) as exc:
             raise Transient(f"neo4j unavailable while loading the catalog: {exc}") from exc
+        except neo4j_errors.ClientError as exc:
+            # A Neo4j that has just restarted can take longer than the timeout for its first
+            # reads: the server ends the transaction with a *client* error code. That is the store
+            # being slow, not a bad request: route without the catalog, as when it is down.
+            if "TransactionTimedOut" in (exc.code or ""):
+                raise Transient(f"neo4j did not answer the catalog read within {self._timeout_s:.1f} s: "
+                                f"{exc.code}") from exc
+            raise
 
     def _product_descriptions(self, tenant_id: str) -> dict[str, tuple[str, ...]]:
         found: dict[str, list[str]] = {}
