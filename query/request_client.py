@@ -12,6 +12,15 @@ Guarantees:
   `ask` raises `QueryTimeout` then, never later. One client may be shared by threads; its asks
   are serialised.
 - `close()` (or leaving the `with` block) releases the consumer and the producer.
+- A lost broker does not disconnect the client for good: after librdkafka reports that every broker
+  connection of the reply consumer or the producer went down (`_ALL_BROKERS_DOWN`), or after an
+  ask timed out with its request acknowledged, the next request first replaces both with new ones
+  (bootstrapped from `bootstrap.servers` again, the reply consumer re-assigned at the end; about
+  0.2 s, once). librdkafka can otherwise stay without any broker after a single-broker restart: a
+  Metadata response from the shutting-down broker lists no brokers, the client drops its only
+  broker and its re-bootstrap is cancelled (confluentinc/librdkafka#5301), so an idle client
+  never receives another reply (seen in the reliability suite: every later ask of one tenant's
+  client was `no_reply` while the workers answered it in time).
 """
 
 from __future__ import annotations
@@ -22,7 +31,7 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from manifold.query import protocol
 from manifold.query.auth import mint_token, signing_key
@@ -67,21 +76,54 @@ class QueryClient:
         if not protocol.reply_topic_allowed(self.reply_topic, q.reply_topic):
             raise ValueError(f"reply topic {self.reply_topic!r} is not {q.reply_topic!r} or under it")
         self.grace_s = grace_s
-        bootstrap = settings.kafka.bootstrap_servers
-        client_id = f"manifold-query-client-{uuid.uuid4().hex[:8]}"
-        ensure_topics(bootstrap, {q.request_topic, self.reply_topic}, topics.DEFAULT_PARTITIONS)
-        self._producer = Producer(producer_config(bootstrap, client_id))
-        self._consumer = Consumer({
-            "bootstrap.servers": bootstrap,
-            "group.id": client_id,  # required by librdkafka; never joined (assign only, no commits)
-            "client.id": client_id,
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "auto.offset.reset": "latest",
-        })
+        self._bootstrap = settings.kafka.bootstrap_servers
+        self._client_id = f"manifold-query-client-{uuid.uuid4().hex[:8]}"
+        ensure_topics(self._bootstrap, {q.request_topic, self.reply_topic}, topics.DEFAULT_PARTITIONS)
+        self._rebuild = False  # set by librdkafka's error callback or a timed-out ask; read before each request
+        self._producer, self._consumer = self._connect()
         self._lock = threading.Lock()
         self._closed = False
         self._assign_at_end()
+
+    def _on_error(self, err: KafkaError) -> None:
+        if err.code() == KafkaError._ALL_BROKERS_DOWN:
+            self._rebuild = True
+
+    def _connect(self) -> tuple[Producer, Consumer]:
+        producer = Producer({**producer_config(self._bootstrap, self._client_id), "error_cb": self._on_error})
+        consumer = Consumer({
+            "bootstrap.servers": self._bootstrap,
+            "group.id": self._client_id,  # required by librdkafka; never joined (assign only, no commits)
+            "client.id": self._client_id,
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "latest",
+            "error_cb": self._on_error,
+        })
+        return producer, consumer
+
+    def _reconnect_if_lost(self, timeout_s: float) -> None:
+        """Serve the reply consumer's pending events (replies queued now answer earlier requests,
+        never the next one; at most 0.2 s of them); if a handle lost every broker since, or the
+        last ask timed out, replace both handles."""
+        drain_until = time.monotonic() + 0.2
+        while self._consumer.poll(0) is not None and time.monotonic() < drain_until:
+            pass
+        if not self._rebuild:
+            return
+        old_producer, old_consumer = self._producer, self._consumer
+        self._rebuild = False
+        self._producer, self._consumer = self._connect()
+        for closing in (lambda: old_consumer.close(), lambda: old_producer.flush(0)):
+            try:
+                closing()
+            except Exception:  # noqa: BLE001 - the old handles are dropped either way
+                pass
+        try:
+            self._assign_at_end(timeout_s)
+        except Transient:
+            self._rebuild = True  # not connected yet: try again before the next request
+            raise
 
     def _assign_at_end(self, timeout_s: float = 30.0) -> None:
         """Assign every reply partition at its high watermark (retrying while a just-created
@@ -131,9 +173,13 @@ class QueryClient:
             key, value, headers = protocol.encode_request(request, token or self.token)
             wait_s = max(0.0, (request.deadline - protocol.utcnow()).total_seconds()) + self.grace_s
             give_up = time.monotonic() + wait_s
+            try:
+                self._reconnect_if_lost(max(wait_s, 0.1))
+            except Transient as exc:
+                raise QueryTimeout(request.request_id, wait_s) from exc
             try:  # the send shares the deadline: an unreachable broker must not hold the caller past it
                 send_sync(self._producer, self.settings.query.request_topic, key, value, headers,
-                          timeout=max(wait_s, 0.1))
+                          timeout=max(give_up - time.monotonic(), 0.1))
             except Transient as exc:
                 raise QueryTimeout(request.request_id, wait_s) from exc
             while (left := give_up - time.monotonic()) > 0:
@@ -148,6 +194,7 @@ class QueryClient:
                     continue
                 if reply.request_id == request.request_id:
                     return reply
+            self._rebuild = True  # the request was acknowledged but no reply came: listen afresh
             raise QueryTimeout(request.request_id, wait_s)
 
     def close(self) -> None:
