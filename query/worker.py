@@ -23,6 +23,9 @@ Guarantees:
   If a reply topic under it does not exist, the error is sent to the configured reply topic.
 - Several workers (threads or processes) in the group `manifold.query` share the partitions of
   the request topic: scale out by starting more.
+- A reply still undelivered 30 s after its first attempt is retried on a new producer
+  (`manifold_query_producer_renewed_total`): after a broker restart librdkafka can leave a
+  producer without any broker for good (confluentinc/librdkafka#5301).
 - A worker's consumer that has dropped out of its group (after a broker outage) is rebuilt
   between requests by the rejoin watchdog (`shared/rejoin.py`, metric
   `manifold_consumer_rebuilt_total{stage="query"}`); requests it had not committed are served
@@ -72,6 +75,8 @@ LATENCY = Histogram(
 DELIVERY_RETRIES = Counter("manifold_query_reply_retries_total", "Reply deliveries retried")
 UNDECODABLE = Counter("manifold_query_undecodable_total",
                       "Requests skipped without a reply: nothing in them says who to answer")
+PRODUCER_RENEWED = Counter("manifold_query_producer_renewed_total",
+                           "Reply producers replaced after a reply stayed undelivered (left without brokers)")
 UNHANDLED = Counter("manifold_query_unhandled_total",
                     "Messages whose handling raised inside the worker loop (answered error or skipped)")
 
@@ -164,10 +169,17 @@ class QueryWorker:
 
     def __init__(self, settings: ManifoldSettings, answerer: Answerer, consumer: Consumer, producer: Producer,
                  verifier: TokenVerifier, *, retry_initial_s: float = 0.5, retry_max_s: float = 10.0,
-                 rejoin: Callable[[Any], Any] | None = None) -> None:
+                 rejoin: Callable[[Any], Any] | None = None,
+                 new_producer: Callable[[], Producer] | None = None, renew_producer_after_s: float = 30.0) -> None:
         """`rejoin`: called with the consumer between requests, returns it or a rebuilt and
-        subscribed one (`shared.rejoin.RejoinWatchdog.check`); None: never replaced."""
+        subscribed one (`shared.rejoin.RejoinWatchdog.check`); None: never replaced.
+        `new_producer`: makes a fresh producer; a reply still undelivered `renew_producer_after_s`
+        after its first attempt is retried on a new one (librdkafka#5301 can leave a producer
+        without any broker after a broker restart, and retrying on it would never end); None:
+        the producer is never replaced."""
         self.rejoin = rejoin
+        self.new_producer = new_producer
+        self.renew_producer_after_s = renew_producer_after_s
         self.settings = settings
         self.answerer = answerer
         self.consumer = consumer
@@ -243,7 +255,11 @@ class QueryWorker:
         topic, reply = out.topic, out.reply
         assert reply is not None
         delay = self.retry_initial_s
+        renew_at = time.monotonic() + self.renew_producer_after_s
         while True:
+            if self.new_producer is not None and time.monotonic() >= renew_at:
+                self._renew_producer(reply.request_id)
+                renew_at = time.monotonic() + self.renew_producer_after_s
             err = self._send_once(topic, reply.request_id.encode(), protocol.encode_reply(reply), stop)
             if err is None:
                 return True
@@ -265,6 +281,19 @@ class QueryWorker:
                 if stop.wait(delay):
                     return False
                 delay = min(delay * 2, self.retry_max_s)
+
+    def _renew_producer(self, request_id: str) -> None:
+        """Replace the producer with a new one, bootstrapped again (the old one is dropped; a reply
+        it still delivers is a duplicate, which clients skip by request id)."""
+        assert self.new_producer is not None
+        old, self.producer = self.producer, self.new_producer()
+        PRODUCER_RENEWED.inc()
+        log.warning("reply %s undelivered for %.0fs: retrying on a new producer", request_id,
+                    self.renew_producer_after_s)
+        try:
+            old.flush(0)
+        except Exception:  # noqa: BLE001 - the old producer is dropped either way
+            pass
 
     def _send_once(self, topic: str, key: bytes, value: bytes, stop: threading.Event) -> KafkaError | str | None:
         """None once the broker acknowledged the reply; its error if refused; "stopped" when
@@ -316,7 +345,8 @@ def serve(settings: ManifoldSettings, stop: threading.Event, answerer: Answerer,
         watchdog = kafka_watchdog("query", bootstrap, group_id, [q.request_topic], new_consumer)
         worker = QueryWorker(settings, answerer, new_consumer(),
                              _producer(settings, client_id), verifier,  # type: ignore[arg-type]  # confluent_kafka's stubs: invariant list headers, overloaded commit vs the bus port
-                             rejoin=watchdog.check)
+                             rejoin=watchdog.check,
+                             new_producer=lambda: _producer(settings, client_id))  # type: ignore[arg-type,return-value]  # as above
         try:
             worker.run(stop)
         except BaseException as err:  # a worker stops only on an unrecoverable fault

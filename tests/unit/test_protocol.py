@@ -128,6 +128,12 @@ def test_client_gives_up_at_the_deadline_when_the_broker_does_not_acknowledge() 
     client.settings, client.token, client.grace_s = ManifoldSettings(), "t", 0.2
     client.reply_topic = client.settings.query.reply_topic
     client._producer, client._lock, client._closed = NoAckProducer(), threading.Lock(), False
+
+    class IdleConsumer:
+        def poll(self, timeout: float = 0) -> None:
+            return None
+
+    client._consumer, client._rebuild = IdleConsumer(), False
     with pytest.raises(QueryTimeout):
         client.ask("q", deadline_ms=300)
     assert len(waited) == 1 and waited[0] <= 0.3 + 0.2
@@ -306,3 +312,42 @@ def test_the_query_worker_swaps_in_the_consumer_its_rejoin_hook_rebuilds() -> No
     w.run(stop, poll_s=0.0)
     assert old.polls == 3 and new.polls == 2
     assert w.consumer is new and new.closed
+
+
+def test_a_reply_stuck_on_a_producer_without_brokers_is_retried_on_a_new_one(monkeypatch) -> None:  # noqa: ANN001
+    """librdkafka#5301 can leave a producer without any broker after a restart: a reply still
+    undelivered after `renew_producer_after_s` goes out on a freshly made producer."""
+    import threading
+
+    from confluent_kafka import KafkaError
+
+    from manifold.query import worker
+    from manifold.shared.config import ManifoldSettings
+
+    class Producer:
+        def __init__(self, name: str) -> None:
+            self.name, self.flushed = name, False
+
+        def flush(self, _t=None):  # noqa: ANN001, ANN202
+            self.flushed = True
+            return 0
+
+    stuck, made = Producer("stuck"), []
+
+    def new_producer() -> Producer:
+        made.append(Producer(f"new-{len(made)}"))
+        return made[-1]
+
+    w = worker.QueryWorker(ManifoldSettings(), object(), object(), stuck, object(),  # type: ignore[arg-type]
+                           retry_initial_s=0.01, retry_max_s=0.01, new_producer=new_producer,  # type: ignore[arg-type]
+                           renew_producer_after_s=0.05)
+    sent_on: list[str] = []
+
+    def send_once(topic, key, value, stop):  # noqa: ANN001, ANN202
+        sent_on.append(w.producer.name)
+        return KafkaError(KafkaError._MSG_TIMED_OUT) if w.producer is stuck else None
+
+    monkeypatch.setattr(w, "_send_once", send_once)
+    out = worker.Outcome(reply=protocol.status_reply("q-1", "answered", ""), topic="replies", tenant="acme")
+    assert w._deliver(out, threading.Event())
+    assert sent_on[-1] == "new-0" and set(sent_on[:-1]) == {"stuck"} and len(made) == 1 and stuck.flushed
