@@ -18,6 +18,9 @@
    the reconciler mid-batch, restarts the Kafka broker and stops Elasticsearch, Neo4j and
    PostgreSQL each for `--outage-s` seconds, while a query thread asks questions with known
    answers through a `QueryClient` and records every reply (status, latency, tenant, numbers).
+   A reply later than the deadline (+ the client's grace) during a store outage fails the run;
+   the broker's outage (where no reply is owed) lasts from its stop until a question asked after
+   its restart was answered, so the next store outage starts only then.
 5. Load (`--load-minutes`): a sustained mix of new documents and queries; throughput, query p95,
    peak RSS per process, consumer lag.
 6. Verifies FROM THE STORES (`reliability_checks.py`) and prints the summary line
@@ -181,6 +184,15 @@ class QueryTraffic:
             except Exception:  # noqa: BLE001 - closing at the end: best effort
                 pass
         self._clients.clear()
+
+    def answered_since(self, t: float, timeout_s: float) -> bool:
+        """Wait until a question asked after `t` (a `time.time()`) got a reply; False on timeout."""
+        give_up = time.monotonic() + timeout_s
+        while time.monotonic() < give_up:
+            if any(r["t"] >= t and r["status"] not in {"no_reply", "not_sent"} for r in list(self.records)):
+                return True
+            time.sleep(0.5)
+        return False
 
     @staticmethod
     def _judge(reply: Any, tenant: str, expect: dict[str, Any]) -> dict[str, Any]:
@@ -470,8 +482,15 @@ class Suite:
                 stack(self.env, "down", "kafka")
                 time.sleep(5)
                 stack(self.env, "up", "kafka")
-                self.outage["now"] = ""
+                back = time.time()
                 self.event("started", service="kafka")
+                # The broker's outage lasts until a question is answered again: a worker still
+                # delivering a reply it held through the outage, or a client reconnecting, delays
+                # the questions right after the restart, and those are the broker's, not the
+                # next store outage's (which used to start at once and count them as late).
+                self.traffic.answered_since(back, timeout_s=60)
+                self.outage["now"] = ""
+                self.event("kafka_recovered", seconds=round(time.time() - back, 1))
             else:
                 self.outage["now"] = ev
                 self.event("stop", service=ev, published=self.published_total())
