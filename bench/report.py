@@ -79,7 +79,25 @@ def ingest_section(results: Path) -> list[str]:
             out += _ingest_run(results, name, data)
     if not found:
         out += ["Not measured yet (`bench/ingest_throughput.py`).", ""]
-    return out
+    return out + _contention_rows(results)
+
+
+def _contention_rows(results: Path) -> list[str]:
+    """`bench/encoder_contention_study.py`: can the other stages run beside the encoder?"""
+    data = _load(results, "encoder_contention.json")
+    if data is None:
+        return []
+    rounds = data["rounds"]
+    cores = sum(r["alone"]["encoder_cores"] for r in rounds) / len(rounds)
+    out = [f"**The encoder beside other work** (`bench/encoder_contention_study.py`, commit {data['commit']}, "
+           f"{data['chunks']} chunks, {len(rounds)} interleaved rounds; `bench/results/encoder_contention.json`). "
+           f"Alone, the bundled model keeps {cores:.2f} of the {data['machine']['cpus']} cores busy.", "",
+           "| a CPU-bound Python process beside it | encoder time ÷ alone | side process's work ÷ its work alone |",
+           "|---|---|---|"]
+    for mode, label in (("beside_nice0", "same priority"), ("beside_nice19", "`nice 19`")):
+        m = data["mean"][mode]
+        out.append(f"| {label} | {m['encode_vs_alone']:.2f} | {m['side_share_of_alone']:.2f} |")
+    return out + [""]
 
 
 def _ingest_run(results: Path, name: str, data: dict[str, Any]) -> list[str]:
