@@ -51,6 +51,7 @@ from typing import Any
 import psycopg
 
 from manifold.ingest import ROLES, embed
+from manifold.ingest.workers import batch_policy
 from manifold.shared import metrics
 from manifold.shared.config import ManifoldSettings
 
@@ -535,7 +536,7 @@ def main() -> None:
                         "seconds": round(update_s, 1)},
         "replay_pass": replay,
         "peak_rss_mib": rss.report(),
-        "batch": {"max_messages": settings.ingest.batch_max_messages, "max_bytes": settings.ingest.batch_max_bytes,
+        "batch": {"max_messages": batch_policy(settings).max_messages, "max_bytes": settings.ingest.batch_max_bytes,
                   "linger_s": settings.ingest.batch_linger_s, "embed_batch_size": settings.ingest.embed_batch_size},
     }
     out.write_text(json.dumps(result, indent=2) + "\n")

@@ -142,8 +142,10 @@ class IngestSettings(_Section):
     metrics_port: int = Field(9464, ge=0, le=65535, description="0 disables /metrics")
     gc_grace_s: float = Field(3600.0, ge=0, description="retired versions keep their artifacts this long")
     reconcile_interval_s: float = Field(300.0, gt=0, description="period of the `reconcile` worker role")
-    batch_max_messages: int = Field(64, ge=1, le=10_000,
-                                    description="a stage runner's micro-batch: at most this many messages")
+    batch_max_messages: int | None = Field(
+        None, ge=1, le=10_000,
+        description="a stage runner's micro-batch: at most this many messages; unset: 256 on the "
+                    "embedded profile, 64 on the distributed one (`ingest.workers.batch_policy`)")
     batch_max_bytes: int = Field(8 * 1024 * 1024, ge=1024,
                                  description="... and at most this many bytes of message values")
     batch_linger_s: float = Field(0.2, ge=0, le=10, description="... waiting at most this long for a batch to fill")

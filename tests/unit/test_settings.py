@@ -42,3 +42,21 @@ def test_bad_settings_fail_loudly(monkeypatch: pytest.MonkeyPatch, key: str, val
     monkeypatch.setenv(key, value)
     with pytest.raises(ValidationError):
         ManifoldSettings()
+
+
+def test_the_micro_batch_follows_the_profile_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Embedded: 256 (no poll deadline; the encoder pads less). Distributed: 64 (a Kafka consumer
+    must poll again within max.poll.interval.ms). An explicit value wins on both."""
+    from manifold.ingest.workers import batch_policy
+
+    for key in list(__import__("os").environ):
+        if key.startswith("MANIFOLD_"):
+            monkeypatch.delenv(key)
+    assert batch_policy(ManifoldSettings()).max_messages == 64
+    assert batch_policy(ManifoldSettings(profile="embedded")).max_messages == 256
+    monkeypatch.setenv("MANIFOLD_INGEST__BATCH_MAX_MESSAGES", "32")
+    assert batch_policy(ManifoldSettings()).max_messages == 32
+    assert batch_policy(ManifoldSettings(profile="embedded")).max_messages == 32
+    monkeypatch.setenv("MANIFOLD_INGEST__BATCH_MAX_MESSAGES", "0")
+    with pytest.raises(ValidationError):
+        ManifoldSettings()
