@@ -79,7 +79,27 @@ def ingest_section(results: Path) -> list[str]:
             out += _ingest_run(results, name, data)
     if not found:
         out += ["Not measured yet (`bench/ingest_throughput.py`).", ""]
-    return out + _contention_rows(results)
+    return out + _batch_study_rows(results) + _contention_rows(results)
+
+
+def _batch_study_rows(results: Path) -> list[str]:
+    """`bench/ingest_batch_study.py`: the embedded profile's micro-batch size, run by run."""
+    data = _load(results, "ingest_batch_study.json")
+    if data is None:
+        return []
+    runs = data["runs"]
+    out = [f"**Micro-batch size, embedded profile** (`bench/ingest_batch_study.py`, {runs[0]['documents']} SciFact "
+           f"abstracts per run, the order of the sizes alternated between rounds; `bench/results/ingest_batch_study.json`). "
+           "The embed and reference-loop columns compare with references timed in the same run, right beside "
+           "the work they measure; the raw encode of the last column is timed after the pipeline and varied more "
+           "between runs on the same chunks (`raw_encode_s` in each run).", "",
+           "| run | batch | embed stage ÷ bare model | pipeline time ÷ reference loop time | pipeline ÷ raw encode |"
+           " replay drift / duplicates / changed vectors |", "|---|---|---|---|---|---|"]
+    for r in runs:
+        out.append(f"| {r['round']} | {r['batch']} | {r['embed_busy_to_raw_encode']:.3f} | "
+                   f"{r['pipeline_to_reference_loop_time']:.3f} | {r['pipeline_to_raw_encode_ratio']:.3f} | "
+                   f"{' / '.join(str(x) for x in r['replay_drift_duplicates_changed_vectors'])} |")
+    return out + [""]
 
 
 def _contention_rows(results: Path) -> list[str]:
@@ -116,6 +136,9 @@ def _ingest_run(results: Path, name: str, data: dict[str, Any]) -> list[str]:
          data.get("raw_encode_chunks_per_s")],
         ["**pipeline ÷ raw encode ratio**", f"**{_fmt(data.get('pipeline_to_raw_encode_ratio'))}**"],
         ["plain reference loop (split → encode 32 → COPY) ÷ raw encode", reference.get("ratio_to_raw_encode")],
+        ["pipeline time ÷ reference loop time (same run)",
+         _fmt(round(data["end_to_end_s"] / reference["seconds"], 3)) if reference.get("seconds") else None],
+        ["stage micro-batch (messages)", (data.get("batch") or {}).get("max_messages")],
         ["documents dead-lettered", data.get("documents_dead_lettered")],
         ["update pass: chunks changed / re-encoded", f"{update.get('chunks_changed')} / {update.get('chunks_re_encoded')}"
          if update else None],
@@ -652,6 +675,7 @@ def build(results: Path) -> str:
     lines += console_section(results)
     lines += other_section(results, {"soak_distributed.json", "soak_embedded.json",
                                      "soak_embedded_before_arena_cap.json", "ingest_throughput.json", "ingest_throughput_distributed.json",
+                                     "ingest_batch_study.json",
                                      "query_latency.json", "scifact.json", "eval_golden.json",
                                      "serve_latency.json", "scifact_offline_bm25.json", "unseen_worlds.json",
                                      "unseen_worlds_dev.json", "scifact_titled.json", "everyday_baselines.json",
