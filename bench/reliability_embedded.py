@@ -439,6 +439,9 @@ class Suite:
             drift_kinds = {"unparsed": 1}
             self.failures.append(f"reconcile output not JSON (exit {rec.returncode}): {rec.stderr[-300:]}")
         drift = sum(int(v) for v in drift_kinds.values() if isinstance(v, int))
+        if drift:  # name them: CI prints only this log, not the results file
+            for finding in (json.loads(rec.stdout).get("findings") or [])[:10]:
+                self.failures.append(f"drift: {finding}")
         questions = self.questions.summary()
         if questions["wrong"]:
             self.failures.append(f"{questions['wrong']} replies with wrong data")

@@ -21,7 +21,9 @@ Guarantees:
   with `delete_version` (graph: only this document's edges and mention links; entities still
   named elsewhere stay) and the versions are marked purged. A stale delete changes nothing.
 - **Idempotent.** Replaying any notice or delete converges to the same state (a replayed notice
-  of the active version re-verifies it and re-applies its marks).
+  of the active version re-verifies it, re-applies its marks and clears those of the document's
+  retired versions again: a crash or an outage between the switch and that clearing is repaired
+  by the redelivery, not left to the reconciler).
 - **Batches.** `handle_batch` runs the same steps for a batch of notices phase by phase, with one
   transaction per store and tenant per phase where the store offers `batch(tenant)` (the
   PostgreSQL adapters): stage all, verify all (one `manifests` read per store for the whole

@@ -193,7 +193,10 @@ class VersionEntry:
 @dataclass(frozen=True)
 class Activation:
     """What `VersionManifest.activate` did: `activated` (now or already) and the versions it
-    retired, or why not (`stale`: a newer version is active; `deleted`: below a tombstone)."""
+    retired, or why not (`stale`: a newer version is active; `deleted`: below a tombstone).
+    When the version was `already_active`, `retired` lists the document's retired versions not
+    yet purged: a crash between the switch and the clearing of their marks leaves them marked,
+    and the replay that finds the version active must clear them again."""
 
     activated: bool
     retired: tuple[int, ...] = ()

@@ -178,7 +178,8 @@ def _reconcile(args: argparse.Namespace) -> int:
                                   grace_s=settings.ingest.gc_grace_s)
     out = report.to_json()
     if args.json:
-        print(json.dumps({k: out[k] for k in ("drift", "repaired", "stores", "failed", "in_flight")}, indent=2))
+        print(json.dumps({k: out[k] for k in ("drift", "repaired", "stores", "failed", "in_flight", "findings")},
+                         indent=2, default=str))
     else:
         for store, body in out["stores"].items():
             print(f"{store:<14}" + "  ".join(f"{k} {n}" for k, n in body["drift"].items())

@@ -133,8 +133,9 @@ class PostgresVersionManifest:
                 me = rows.get(version)
                 if me is None:
                     raise Transient(f"{document_id}@{version} is not in the manifest yet")
-                if me.state == "active":
-                    return Activation(True, (), "already_active")
+                if me.state == "active":  # a replay: a crash may have left the retired versions marked
+                    left = sorted(v for v, e in rows.items() if e.state == "retired" and e.purged_at is None)
+                    return Activation(True, tuple(left), "already_active")
                 tombstone = max((v for v, e in rows.items() if e.state == "deleted"), default=0)
                 if me.state == "deleted" or version < tombstone:
                     self._set_state(conn, tenant_id, document_id, [version], "deleted", "deleted_at")

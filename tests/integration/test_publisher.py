@@ -103,6 +103,20 @@ def test_readers_see_v1_while_v2_is_staged_then_only_v2(ports, tenant, roles, es
     assert ports.graph.serving_drift(tenant, {("contract-7", 2)}) == set()  # type: ignore[attr-defined]
 
 
+def test_a_replay_after_a_crash_before_unmarking_clears_the_retired_marks(ports, tenant) -> None:
+    """The switch to v2 committed, then the worker died before clearing v1's marks: the redelivered
+    notice finds v2 already active and still clears them (no `wrong_version` drift left behind)."""
+    publish(_load(ports, tenant, 1), ports)
+    v2 = _load(ports, tenant, 2)
+    assert publish(v2, ports) == "activated"
+    ports.text.set_serving(tenant, "contract-7", 1, True)  # type: ignore[attr-defined]  # the crash
+    ports.graph.set_serving(tenant, "contract-7", 1, True)  # type: ignore[attr-defined]
+    assert ports.text.serving_drift(tenant, {("contract-7", 2)}) == {("contract-7", 1)}  # type: ignore[attr-defined]
+    assert publish(v2, ports) == "already_active"
+    assert ports.text.serving_drift(tenant, {("contract-7", 2)}) == set()  # type: ignore[attr-defined]
+    assert ports.graph.serving_drift(tenant, {("contract-7", 2)}) == set()  # type: ignore[attr-defined]
+
+
 def test_a_store_that_does_not_match_blocks_activation(ports, tenant, roles, es_client, neo4j_driver) -> None:
     notice = _load(ports, tenant)
     chunk_id = build_doc(tenant).chunks[0].chunk_id
