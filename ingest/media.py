@@ -4,13 +4,16 @@ Guarantees: `guess_media_type` only ever answers with a member of `SUPPORTED_MED
 None (binary content of an unknown kind, or an empty file without a known suffix); it never
 reads the file itself (the caller passes the name and the first bytes, a few KB
 are enough) and the same inputs always give the same answer. The extension wins over the
-content; sniffing is only a fallback for names without a known extension.
+content (gzip's magic bytes aside: compressed bytes are never text); sniffing is only a fallback
+for names without a known extension.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import PurePath
+
+from manifold.ingest.parse_roff import looks_like_roff
 
 TEXT = "text/plain"
 MARKDOWN = "text/markdown"
@@ -26,9 +29,14 @@ PDF = "application/pdf"
 ODT = "application/vnd.oasis.opendocument.text"
 ODS = "application/vnd.oasis.opendocument.spreadsheet"
 ODP = "application/vnd.oasis.opendocument.presentation"
+TROFF = "text/troff"
+"""A man page's source: troff with the man(7) or mdoc(7) macros (`ls.1`, `ssh_config.5`)."""
+GZIP = "application/gzip"
+"""A gzip-compressed document (`ls.1.gz`, `README.md.gz`): the parse stage inflates it and reads
+what is inside by the name without `.gz` and its first bytes (`parse.resolve_media_type`)."""
 
 SUPPORTED_MEDIA_TYPES: frozenset[str] = frozenset(
-    {TEXT, MARKDOWN, HTML, CSV, TSV, JSON, EMAIL, DOCX, XLSX, PPTX, PDF, ODT, ODS, ODP}
+    {TEXT, MARKDOWN, HTML, CSV, TSV, JSON, EMAIL, DOCX, XLSX, PPTX, PDF, ODT, ODS, ODP, TROFF, GZIP}
 )
 
 _BY_EXTENSION: dict[str, str] = {
@@ -63,7 +71,12 @@ _BY_EXTENSION: dict[str, str] = {
     ".odt": ODT,
     ".ods": ODS,
     ".odp": ODP,
+    ".man": TROFF,
+    ".mdoc": TROFF,
+    ".roff": TROFF,
+    ".troff": TROFF,
 }
+_GZIP_MAGIC = b"\x1f\x8b"
 _NOT_DOCUMENTS = frozenset({".css", ".js", ".mjs", ".cjs", ".map", ".svg", ".xsl", ".xslt", ".dtd", ".xsd"})
 """Text files that style, script or describe documents rather than being one: never read as
 plain text by the fallback below (a manual's folder is full of them)."""
@@ -78,21 +91,27 @@ _UTF8_BOM = b"\xef\xbb\xbf"
 def guess_media_type(path: PurePath, head: bytes) -> str | None:
     """The media type of a file named `path` whose content starts with `head`, or None if unknown.
 
-    Known extensions (case-insensitive) decide. Otherwise the head is sniffed: `%PDF-` is a PDF,
+    gzip's magic bytes make a gzip-compressed document, whatever the name. Otherwise known
+    extensions (case-insensitive) decide, and without one the head is sniffed: `%PDF-` is a PDF,
     a zip whose head names `word/` parts is a DOCX (`xl/` an XLSX, `ppt/` a PPTX: the first
     such part name in the zip's local headers decides), a zip whose first member is an
     OpenDocument `mimetype` is that ODT, ODS or ODP, a leading `<html>`/`<!doctype html>` is
     HTML, and at least two RFC 822 headers (From, To, Subject, Date, ...) in the opening header
-    block make an email. Last, a head that is text (`_is_text`: UTF-8, no NUL, almost no control
+    block make an email; a text whose first requests include `.TH` or `.Dd` is a man page source
+    (troff: `ls.1`, `ssh_config.5`, `.man`). Last, a head that is text (`_is_text`: UTF-8, no NUL, almost no control
     characters, some letters) is plain text, so an export with a suffix of its own (`.ged`,
     `.srt`, `.ics`, `.bib`, `.properties`) is read rather than refused, unless its suffix names a
     stylesheet, script or schema (`_NOT_DOCUMENTS`).
     """
     suffix = path.suffix.lower()
+    if head.startswith(_GZIP_MAGIC):
+        return GZIP
     by_name = _BY_EXTENSION.get(suffix)
     if by_name is not None:
         return by_name
     sniffed = _sniff(head)
+    if sniffed is None and _is_text(head) and looks_like_roff(head.decode("utf-8", "replace")):
+        return TROFF
     if sniffed is None and suffix not in _NOT_DOCUMENTS and _is_text(head):
         return TEXT
     return sniffed

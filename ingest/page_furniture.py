@@ -21,6 +21,10 @@ Guarantees:
   `MIN_PAGES` times, by the median at least `MIN_GAP_LINES` lines apart (a page; a short title
   page may come first). Headings such as "Step 1", "Step 2" and repeated notes ("> Stability:
   1 - Experimental") are not laid out in columns, and stay.
+- A rendered man page's title line and closing line (`LS(1)   User Commands   LS(1)` first, a
+  line in columns ending in the same `LS(1)` last) are furniture too, though printed once each:
+  the closing line, joined to the last section, made a chunk of its own that matched every
+  question naming the program.
 - Deterministic; nothing else in the text changes.
 """
 
@@ -58,6 +62,7 @@ def pdf_furniture(pages: Sequence[Sequence[str]]) -> set[str]:
 def text_without_furniture(text: str) -> str:
     """`text` without the lines that are page furniture (module docstring)."""
     lines = text.split("\n")
+    drop = _man_title_lines(lines)
     places: dict[str, list[int]] = defaultdict(list)
     for i, line in enumerate(lines):
         body = line.strip()
@@ -67,7 +72,6 @@ def text_without_furniture(text: str) -> str:
         if (i > 0 and lines[i - 1].strip()) or (i + 1 < len(lines) and lines[i + 1].strip()):
             continue  # furniture stands alone between blank lines
         places[key(body)].append(i)
-    drop: set[int] = set()
     for at in places.values():
         gaps = sorted(b - a for a, b in zip(at, at[1:], strict=False))
         if len(at) < MIN_PAGES or gaps[len(gaps) // 2] < MIN_GAP_LINES:
@@ -77,6 +81,27 @@ def text_without_furniture(text: str) -> str:
     if not drop:
         return text
     return "\n".join(line for i, line in enumerate(lines) if i not in drop)
+
+
+_MAN_HEADER = re.compile(r"(\S+\([0-9A-Za-z]+\)) {3,}\S.* {3,}(\S+\([0-9A-Za-z]+\))")
+
+
+def _man_title_lines(lines: Sequence[str]) -> set[int]:
+    """A rendered man page's title line and closing line (`LS(1)   User Commands   LS(1)` first,
+    `GNU coreutils 9.1   September 2022   LS(1)` last): the page's name, section and dates, which
+    a page rendered without page breaks prints once each. Both are dropped only when the first
+    non-blank line has that shape and the last non-blank line is in columns and ends with the
+    same `NAME(SECTION)`; nothing is dropped otherwise."""
+    filled = [i for i, line in enumerate(lines) if line.strip()]
+    if len(filled) < 3:
+        return set()
+    header = _MAN_HEADER.fullmatch(lines[filled[0]].strip())
+    if header is None or header.group(1) != header.group(2):
+        return set()
+    last = lines[filled[-1]].strip()
+    if not (last.endswith(header.group(1)) and _COLUMNS.search(last)):
+        return set()
+    return {filled[0], filled[-1]}
 
 
 __all__ = ["key", "pdf_furniture", "text_without_furniture"]

@@ -4,7 +4,9 @@ Guarantees:
 - Pure and deterministic: the same (doc, bytes, versions) always gives the same `ParsedDocument`;
   no I/O beyond reading installed packages, no network, no clock.
 - Every supported media type (`manifold.ingest.media.SUPPORTED_MEDIA_TYPES`) is read by its
-  reader (`READERS`: `parse_formats`, Office Open XML in `parse_office`, PDF in `parse_pdf`);
+  reader (`READERS`: `parse_formats`, Office Open XML in `parse_office`, PDF in `parse_pdf`, man
+  page sources in `parse_roff`); a gzip document is inflated (at most `MAX_GUNZIPPED_BYTES`)
+  and read as what it holds, by its name without `.gz` and its first bytes;
   `application/octet-stream` is sniffed from the document name
   (metadata `filename`, else the document id) and the first bytes.
 - Failures are typed: an unknown media type raises `UnsupportedMediaType`; corrupt, truncated,
@@ -24,6 +26,7 @@ Guarantees:
 from __future__ import annotations
 
 import unicodedata
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -33,7 +36,9 @@ from manifold.ingest.parse_formats import Draft
 from manifold.shared.artifacts import DocRef, Element, ParsedDocument, PipelineVersions
 from manifold.shared.errors import BadInput, UnsupportedMediaType
 
-PARSER_VERSION = "unstructured-0.27.35+p5"
+PARSER_VERSION = "unstructured-0.27.35+p6"
+MAX_GUNZIPPED_BYTES = 256 * 1024 * 1024
+"""The most a gzip document may inflate to (as for Office files, `parse_office`)."""
 MAX_ELEMENTS = 200_000
 """A document that parses into more layout elements than this is rejected (`BadInput`): every
 later stage holds its elements (and their chunks, vectors and postings) in memory at once."""
@@ -67,13 +72,18 @@ READERS: dict[str, Callable[[bytes], list[Draft]]] = {
     media.ODT: parse_odf.read_odt,
     media.ODS: parse_odf.read_ods,
     media.ODP: parse_odf.read_odp,
+    media.TROFF: parse_formats.read_troff,
 }
-"""The reader of each supported media type (the keys are exactly `SUPPORTED_MEDIA_TYPES`)."""
+"""The reader of each supported media type (the keys are exactly `SUPPORTED_MEDIA_TYPES` but
+gzip, whose content is inflated and read by the reader of what it holds)."""
 
 
 def handle(doc: DocRef, content: bytes, versions: PipelineVersions) -> ParsedDocument:
     """Parse `content` (the bytes of `doc`) into elements; see the module docstring for guarantees."""
     media_type = resolve_media_type(doc, content)
+    if media_type == media.GZIP:
+        content = gunzip(content)
+        media_type = _inner_media_type(doc, content)
     drafts = [] if not content.strip() else READERS[media_type](content)
     nlp_memory.after_document()  # bounded memory in a long-running worker; same elements
     return ParsedDocument(doc=doc, versions=versions, elements=_elements(drafts))
@@ -95,6 +105,34 @@ def resolve_media_type(doc: DocRef, content: bytes) -> str:
         raise UnsupportedMediaType(
             f"no parser for media type {doc.media_type!r}; supported: {', '.join(sorted(SUPPORTED_MEDIA_TYPES))}"
         )
+    return media_type
+
+
+def gunzip(content: bytes) -> bytes:
+    """The inflated bytes of a gzip document; `BadInput` when corrupt, truncated or larger than
+    `MAX_GUNZIPPED_BYTES` (checked while inflating, so a small bomb never fills memory)."""
+    inflater = zlib.decompressobj(wbits=31)  # 31: a gzip header and trailer
+    try:
+        out = inflater.decompress(content, MAX_GUNZIPPED_BYTES + 1)
+    except zlib.error as err:
+        raise BadInput(f"corrupt gzip data: {err}") from None
+    if len(out) > MAX_GUNZIPPED_BYTES or inflater.unconsumed_tail:
+        raise BadInput(f"gzip document inflates to more than {MAX_GUNZIPPED_BYTES} bytes; the limit is "
+                       f"{MAX_GUNZIPPED_BYTES}")
+    if not inflater.eof:
+        raise BadInput("truncated gzip data")
+    return out
+
+
+def _inner_media_type(doc: DocRef, content: bytes) -> str:
+    """What a gzip document holds: by its name without `.gz` (metadata `filename`, else the
+    document id) and the inflated first bytes; a gzip inside a gzip is refused."""
+    name = doc.metadata.get("filename")
+    path = Path(name if isinstance(name, str) else doc.document_id)
+    inner = path.with_suffix("") if path.suffix.lower() in (".gz", ".z", ".gzip") else path
+    media_type = guess_media_type(inner, content[:8192]) if content.strip() else media.TEXT
+    if media_type is None or media_type == media.GZIP:
+        raise UnsupportedMediaType(f"gzip document {doc.document_id!r}: what it holds is not a supported format")
     return media_type
 
 

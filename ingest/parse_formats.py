@@ -258,8 +258,22 @@ def text_drafts(text: str, *, demote_titles: bool = False) -> list[Draft]:
     starts its own paragraph; other line breaks inside a paragraph are joined, and a word
     hyphenated across a line break is joined into one (`_hyphen_joined`)."""
     text = text_without_furniture(text.replace("\r\n", "\n").replace("\r", "\n").replace("\f", "\n\n"))
+    return parts_drafts(split_box_tables(text), demote_titles=demote_titles)
+
+
+def read_troff(content: bytes) -> list[Draft]:
+    """A man page's troff source, rendered as `man` shows it (`parse_roff`), then read like a
+    rendered man page: paragraphs, headings and tables."""
+    from manifold.ingest.parse_roff import render
+
+    return parts_drafts(render(decode_text(content)))
+
+
+def parts_drafts(parts: Iterable[str | list[list[str]]], *, demote_titles: bool = False) -> list[Draft]:
+    """Text (blank-line separated paragraphs) and tables (rows of cells) in reading order as
+    drafts; a table wider than `MAX_TABLE_COLUMNS` is kept as the text it was."""
     drafts: list[Draft] = []
-    for part in split_box_tables(text):
+    for part in parts:
         if isinstance(part, str):
             drafts += _paragraph_drafts(part, demote_titles)
         elif len(part[0]) <= MAX_TABLE_COLUMNS:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gzip
 import io
 import zipfile
 from email.message import EmailMessage
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from manifold.ingest.media import SUPPORTED_MEDIA_TYPES, guess_media_type
+from manifold.ingest.media import GZIP, SUPPORTED_MEDIA_TYPES, TROFF, guess_media_type
 from manifold.ingest.parse import READERS
 
 DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
@@ -141,7 +142,17 @@ def test_unknown_extension_falls_back_to_sniffing() -> None:
 
 
 def test_every_supported_type_has_a_reader_and_guesses_stay_supported() -> None:
-    assert SUPPORTED_MEDIA_TYPES == frozenset(READERS)
+    assert SUPPORTED_MEDIA_TYPES - {GZIP} == frozenset(READERS)  # gzip is read by what it holds
     for name in ["a.txt", "a.md", "a.html", "a.csv", "a.tsv", "a.tab", "a.json", "a.eml", "a.docx", "a.xlsx",
-                 "a.pptx", "a.pdf", "a.odt", "a.ods", "a.odp"]:
+                 "a.pptx", "a.pdf", "a.odt", "a.ods", "a.odp", "a.man"]:
         assert guess_media_type(Path(name), b"") in SUPPORTED_MEDIA_TYPES
+
+
+def test_man_page_sources_are_troff_by_their_requests_and_gzip_by_its_magic() -> None:
+    page = b'.\\" a comment\n.TH LS 1 "2022" "GNU coreutils"\n.SH NAME\nls \\- list directory contents\n'
+    assert guess_media_type(Path("ls.1"), page) == TROFF
+    assert guess_media_type(Path("ssh_config"), b".Dd $Mdocdate$\n.Dt SSH_CONFIG 5\n") == TROFF
+    assert guess_media_type(Path("notes.1"), b"Chapter 1\nplain words, no requests\n") == "text/plain"
+    assert guess_media_type(Path("ls.1.txt"), page) == "text/plain"  # a known extension still decides
+    assert guess_media_type(Path("ls.1.gz"), gzip.compress(page)) == GZIP
+    assert guess_media_type(Path("report.txt"), gzip.compress(b"words")) == GZIP  # compressed bytes are not text

@@ -389,6 +389,16 @@ def test_plain_text_page_headers_and_footers_are_dropped_not_repeated_headings()
     assert [t for t in texts if t.startswith("Step")] == ["Step 1", "Step 2", "Step 3", "Step 4"]
 
 
+def test_a_rendered_man_pages_title_and_closing_lines_are_dropped() -> None:
+    page = ("KEEPASSXC-CLI(1)            General Commands Manual           KEEPASSXC-CLI(1)\n\n"
+            "NAME\n       keepassxc-cli - command line interface\n\nAUTHOR\n       KeePassXC Team\n\n"
+            "KeePassXC 2.7.4                   2022-08-20                  KEEPASSXC-CLI(1)\n")
+    texts = [e.text for e in _parse("text/plain", page.encode()).elements]
+    assert texts == ["NAME", "keepassxc-cli - command line interface", "AUTHOR", "KeePassXC Team"]
+    other = "LS(1)      User Commands      LS(1)\n\nNAME\n  ls\n\nSEE ALSO\n  The full documentation  is at CAT(1)\n"
+    assert "LS(1) User Commands LS(1)" in [e.text for e in _parse("text/plain", other.encode()).elements]
+
+
 def test_pdf_text_drawn_through_a_form_xobject_is_read() -> None:
     content = _pdf([[(11, 700, "Text inside a form XObject is still the text layer.")]], in_form=True)
     assert _kinds(_parse("application/pdf", content)) == [
