@@ -33,8 +33,8 @@ from collections.abc import Iterable
 
 import Stemmer
 
-__all__ = ["ANALYSIS_VERSION", "ENGLISH_STOP_WORDS", "MAX_TOKEN_LENGTH", "analyzed", "heading_text", "plain_terms",
-           "terms", "tokens"]
+__all__ = ["ANALYSIS_VERSION", "ENGLISH_STOP_WORDS", "MAX_TOKEN_LENGTH", "analyzed", "compound_terms", "heading_text",
+           "plain_terms", "query_terms", "terms", "tokens"]
 
 ANALYSIS_VERSION = "en-snowball-1"
 """Version of the stemmed analysis (`terms`): part of both text indexes' schema versions."""
@@ -111,6 +111,33 @@ def terms(text: str) -> list[str]:
     """The stemmed analysis (`ANALYSIS_VERSION`): `plain_terms`, possessive removed, Snowball English."""
     plain = [t[:-2] if t.endswith(_POSSESSIVE) and len(t) > 2 else t for t in plain_terms(text)]
     return _stemmer().stemWords(plain) if plain else []
+
+
+_PAIRED = re.compile(r"(?<!\w)[^\W\d_]{3,}(?!\w)")
+_BETWEEN = re.compile(r"[ \t]+|-")
+
+
+def compound_terms(text: str) -> list[str]:
+    """Query side only: each pair of adjacent words (letters only, three or more each, neither a
+    stop word, apart by spaces or one hyphen) written as one word and analysed like `terms`, when
+    that is not already a term of `text`. Configuration keys and identifiers join words ("make
+    the week start on Monday" asks about `weekstart`; "the .pgpass file" about `PGPASSFILE`; "ban
+    time" about `bantime`), and the index holds the joined word only where a document writes it,
+    so a pair that nothing joins matches nothing. Never indexed: `ANALYSIS_VERSION` does not
+    cover it."""
+    found = list(_PAIRED.finditer(text or ""))
+    adjacent = [(a.group().lower(), b.group().lower()) for a, b in zip(found, found[1:], strict=False)
+                if _BETWEEN.fullmatch(text, a.end(), b.start())]
+    pairs = [a + b for a, b in adjacent if a not in ENGLISH_STOP_WORDS and b not in ENGLISH_STOP_WORDS]
+    if not pairs:
+        return []
+    single = set(terms(text))
+    return [t for t in dict.fromkeys(_stemmer().stemWords(pairs)) if t not in single]
+
+
+def query_terms(text: str) -> list[str]:
+    """What a BM25 search looks for: `terms(text)`, then `compound_terms(text)`."""
+    return terms(text) + compound_terms(text)
 
 
 def analyzed(text: str) -> str:

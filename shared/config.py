@@ -260,6 +260,10 @@ class QuerySettings(_Section):
         30.0, ge=0, le=3600,
         description="how long the Elasticsearch BM25 step reuses a tenant's chunk count, the numerator of its "
                     "per-tenant IDF (`query/executors/bm25_weights.py`); 0 counts before every search")
+    bm25_join_adjacent_words: bool = Field(
+        True, description="BM25 also looks for each pair of adjacent question words written as one word "
+                          "(`shared.analysis.compound_terms`: \"week start\" finds `weekstart`); false looks for "
+                          "the words only")
     bm25_postings_depth: int = Field(
         300, ge=10, le=10_000_000,
         description="embedded BM25 reads at most this many postings of each query term and field, best first "

@@ -2,7 +2,8 @@
 
 Guarantees of `BM25Executor.run(params, *, tenant_id, timeout_s)`:
 - The query is analysed in Python exactly as the indexed fields were (`analysis.terms`:
-  stop words, Snowball English stems; each term scoped to the tenant, `es_mapping.scoped_terms`,
+  stop words, Snowball English stems; adjacent words also joined into one, `compound_terms`,
+  unless `bm25_join_adjacent_words` is off; each term scoped to the tenant, `es_mapping.scoped_terms`,
   so document frequencies are the tenant's own), then one best-fields `dis_max` (tie_breaker 0.3)
   over the pre-analysed `text_terms` and `title_terms` (the document title and section path of
   the chunk, weight `TITLE_BOOST`), each term clause boosted so its IDF counts the tenant's chunks,
@@ -76,9 +77,10 @@ def bm25_query(query: str, tenant_id: str, document_ids: Sequence[str] | None,
     }}
 
 
-def query_terms(query: str, tenant_id: str) -> list[str]:
-    """`query` analysed as the indexed fields were, each term scoped to `tenant_id`."""
-    return scoped_terms(tenant_id, analysis.terms(query)).split()
+def query_terms(query: str, tenant_id: str, *, joined: bool = True) -> list[str]:
+    """`query` analysed as the indexed fields were (with its word pairs written as one word,
+    `analysis.query_terms`, unless `joined` is false), each term scoped to `tenant_id`."""
+    return scoped_terms(tenant_id, analysis.query_terms(query) if joined else analysis.terms(query)).split()
 
 
 class BM25Executor:
@@ -102,7 +104,7 @@ class BM25Executor:
                 Gap(kind="missing_data", step=None, detail="bm25: no documents in scope"),))
         deadline = time.monotonic() + timeout_s
         with clock, es_errors("elasticsearch (bm25)"):
-            terms = query_terms(params.query, tenant_id)
+            terms = query_terms(params.query, tenant_id, joined=self._settings.bm25_join_adjacent_words)
             boosts = self._weights.boosts(tenant_id, terms, deadline=deadline)
             left = max(deadline - time.monotonic(), 0.05)
             res = self._es.options(request_timeout=left).search(

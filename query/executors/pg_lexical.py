@@ -16,7 +16,8 @@ with k1 = 1.2, b = 0.75; N_f = serving chunks whose field f has at least one tok
 those containing t, len_f(d) = tokens of field f in d, avgdl_f = total tokens of f / N_f,
 qtf(t) = occurrences of t in the analysed query (Lucene sums repeated clauses). Query and
 documents go through the same analysis (`analysis.terms`: stop words, Snowball English stems, the
-terms Elasticsearch's `text_terms`/`title_terms` hold); only rows of the current
+terms Elasticsearch's `text_terms`/`title_terms` hold; the query also looks for its adjacent
+words joined into one, `analysis.compound_terms`, as the Elasticsearch branch does); only rows of the current
 `PG_TEXT_SCHEMA_VERSION` are read (counted in the statistics and scored). The
 fields combine as Elasticsearch's `multi_match` best_fields with `tie_breaker` 0.3 and the title
 boost `bm25.TITLE_BOOST`: score = max(S_text, B*S_title) + 0.3 * min(S_text, B*S_title). Ties
@@ -268,7 +269,8 @@ class PgBM25Executor:
         if docs == []:
             return StepResult(result={"dropped_inactive": 0}, gaps=(
                 Gap(kind="missing_data", step=None, detail="bm25: no documents in scope"),))
-        counts = Counter(analysis.terms(params.query))
+        counts = Counter(analysis.query_terms(params.query) if self._settings.bm25_join_adjacent_words
+                         else analysis.terms(params.query))
         clock = StoreClock()
         rows: list[tuple[Any, ...]] = []
         with clock, self._db.transaction(tenant_id, snapshot=True) as conn, _Timeouts():

@@ -35,8 +35,8 @@ def _clauses(body: dict) -> dict[str, list[dict]]:
 def test_the_query_uses_the_asking_tenants_scope() -> None:
     body = bm25_query("signing key rotation", "acme", None)
     clauses = _clauses(body)
-    expected = scoped_terms("acme", analysis.terms("signing key rotation")).split()
-    assert [c["value"] for c in clauses["text_terms"]] == expected
+    expected = scoped_terms("acme", analysis.terms("signing key rotation") + ["signingkey", "keyrot"]).split()
+    assert [c["value"] for c in clauses["text_terms"]] == expected  # the words, then the pairs joined
     assert [c["value"] for c in clauses["title_terms"]] == expected
     assert all(tenant_key("other") not in c["value"] for cs in clauses.values() for c in cs)
 
@@ -45,8 +45,8 @@ def test_term_boosts_apply_per_field_and_title_keeps_its_weight() -> None:
     scoped = scoped_terms("acme", ["sign", "key"]).split()
     boosts = {"text_terms": {scoped[0]: 0.8, scoped[1]: 1.5}, "title_terms": {scoped[0]: 2.0}}
     clauses = _clauses(bm25_query("signing key", "acme", None, boosts))
-    assert [c["boost"] for c in clauses["text_terms"]] == [0.8, 1.5]
-    assert [c["boost"] for c in clauses["title_terms"]] == [2.0 * TITLE_BOOST, 1.0 * TITLE_BOOST]
+    assert [c["boost"] for c in clauses["text_terms"]] == [0.8, 1.5, 1.0]  # "signingkey": no boost given
+    assert [c["boost"] for c in clauses["title_terms"]] == [2.0 * TITLE_BOOST, 1.0 * TITLE_BOOST, 1.0 * TITLE_BOOST]
     assert bm25_query("signing key", "acme", None)["bool"]["must"][0]["dis_max"]["tie_breaker"] == TIE_BREAKER
 
 
@@ -73,4 +73,15 @@ def test_terms_given_by_the_caller_build_the_same_body() -> None:
     terms = query_terms("signing key rotation", "acme")
     assert bm25_query("signing key rotation", "acme", ["d1"], terms=terms) == bm25_query(
         "signing key rotation", "acme", ["d1"])
-    assert terms == scoped_terms("acme", analysis.terms("signing key rotation")).split()
+    assert terms == scoped_terms("acme", analysis.query_terms("signing key rotation")).split()
+
+
+def test_adjacent_words_are_also_looked_for_joined() -> None:
+    """Configuration keys join words: "week start" asks about `weekstart`, "sit-ups" about
+    `situps`; words apart by other punctuation, short words, digits and stop words never pair."""
+    assert analysis.compound_terms("make the week start on Monday") == ["weekstart"]
+    assert analysis.compound_terms("the man who did 251 sit-ups") == analysis.terms("manwho whodid situps")
+    assert analysis.compound_terms("taskwarrior: make it so") == []
+    assert analysis.compound_terms("core.hooksPath is set") == []
+    assert analysis.compound_terms("the data set, or dataset") == []  # the joined word is already a term
+    assert analysis.compound_terms("") == []
