@@ -9,6 +9,7 @@ document is active; `ask` asks one question as that tenant's principal.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,8 +23,9 @@ class Folder:
     tenant: str
 
 
-def ingest_folder(settings: ManifoldSettings, root: Path, files: dict[str, str], tenant_label: str) -> Folder:
-    """Write `files` (relative path -> text) under `root`, ingest them for a fresh tenant and
+def ingest_folder(settings: ManifoldSettings, root: Path, files: Mapping[str, str | bytes],
+                  tenant_label: str) -> Folder:
+    """Write `files` (relative path -> text or bytes) under `root`, ingest them for a fresh tenant and
     return it once every document is active (no rejections, no dead letters)."""
     from manifold.deploy.compose.embedded import drive, lifecycle_ports, open_bus, prepare, upstream_client
     from manifold.shared.config import EmbeddedSettings, IngestSettings
@@ -34,7 +36,10 @@ def ingest_folder(settings: ManifoldSettings, root: Path, files: dict[str, str],
     docs = root / "docs"
     for rel, text in files.items():
         (docs / rel).parent.mkdir(parents=True, exist_ok=True)
-        (docs / rel).write_text(text)
+        if isinstance(text, bytes):
+            (docs / rel).write_bytes(text)
+        else:
+            (docs / rel).write_text(text)
     tenant = f"u{uuid.uuid4().hex[:8]}-{tenant_label}"
     bus = open_bus(s)
     try:

@@ -3,13 +3,14 @@
 Reproduces issue 28's cases: an accounts-payable export with one row per invoice and no status
 column (spend by vendor and month was "no recognised lines"), a manual page whose questions say
 "default value" and "how many" (planned as spend totals before), an option the manual defines
-(`--cache-ttl`: its passage is cited first), and a product the folder never mentions (`no_answer`
-naming it). Tenants are unique per run; under CI=true a missing PostgreSQL fails
-(tests/conftest.py).
+(`--cache-ttl`: its passage is cited first), a product the folder never mentions (`no_answer`
+naming it), and a man page shipped as its gzip-compressed troff source. Tenants are unique per
+run; under CI=true a missing PostgreSQL fails (tests/conftest.py).
 """
 
 from __future__ import annotations
 
+import gzip
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
@@ -42,12 +43,27 @@ The path of the socket the helper listens on.
 """
 
 
+MAN_SOURCE = r""".TH FROBCTL 8 "March 2026" "frobctl 2.1" "System Administration"
+.SH NAME
+frobctl \- control the frob daemon
+.SH OPTIONS
+.TP
+\fB\-\-retry\-limit\fR=\fIN\fR
+How many times a failed frob is retried before it is given up.
+The default is 7 attempts.
+.TP
+\fB\-q\fR, \fB\-\-quiet\fR
+Print nothing but errors.
+"""
+"""A man page as packages ship it: troff source, gzip-compressed (`man/frobctl.8.gz`)."""
+
 AS_OF = datetime(2026, 5, 1, tzinfo=UTC)
 
 
 @pytest.fixture(scope="module")
 def folder(settings: ManifoldSettings, pg_conninfo: str, tmp_path_factory: pytest.TempPathFactory) -> Folder:
-    files = {"finance/ap-export.csv": EXPORT, "manuals/pwcache.md": MANUAL}
+    files: dict[str, str | bytes] = {"finance/ap-export.csv": EXPORT, "manuals/pwcache.md": MANUAL,
+                                     "man/frobctl.8.gz": gzip.compress(MAN_SOURCE.encode())}
     return ingest_folder(settings, tmp_path_factory.mktemp("everyday"), files, "everyday")
 
 
@@ -90,3 +106,12 @@ def test_a_product_the_folder_never_mentions_is_not_answered(answerer, folder: F
     reply = ask(answerer, folder, "What is the default port of MongoDB?")
     assert reply.status == "no_answer", reply
     assert "MongoDB" in reply.answer and not reply.evidence
+
+
+def test_a_compressed_man_page_source_is_read_as_man_shows_it(answerer, folder: Folder) -> None:
+    reply = ask(answerer, folder, "How many times does frobctl retry by default (--retry-limit)?")
+    assert reply.status in {"answered", "partial"}, reply
+    assert reply.evidence and reply.evidence[0].document_id == "man/frobctl.8.gz", reply.evidence
+    first = f"{reply.evidence[0].claims.get('section_title') or ''}\n{reply.evidence[0].text or ''}"
+    assert "--retry-limit=N" in first and "The default is 7 attempts." in first, first  # the tag heads its text
+    assert not any("\\f" in (ev.text or "") or ".TP" in (ev.text or "") for ev in reply.evidence)
