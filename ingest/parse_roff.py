@@ -89,7 +89,8 @@ class Page:
     # ---- output
     def text(self, text: str) -> None:
         """Words of the page (escapes already resolved)."""
-        joined = text.endswith(JOIN)
+        text = text.replace(JOIN, "") if not text.endswith(JOIN) else text.replace(JOIN, "") + JOIN
+        joined = text.endswith(JOIN) and not text[:-1].endswith((" ", "\t"))  # `\c` after a space joins nothing
         text = text.replace(JOIN, "")
         if self.heading:
             self.par()

@@ -125,6 +125,8 @@ def inline(text: str, strings: Mapping[str, str], depth: int = 0) -> str:
                 i = end + 1 if end >= 0 else n
                 if e == "C":
                     out.append(glyph(arg))
+                elif e == "h" and re.match(r"\+?(?:\d*\.)?\d*[1-9]", arg):
+                    out.append(" ")  # a motion to the right shows as a space (DocBook's list numbers)
                 elif e == "Z" or e == "o":
                     out.append(inline(arg, strings, depth + 1) if depth < MAX_STRING_DEPTH else "")
         elif e in _REMOVED:
