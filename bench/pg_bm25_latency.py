@@ -4,7 +4,7 @@ Loads one tenant of the configured PostgreSQL (the dev stack's, or any migrated 
 least `--chunks` serving chunks of real text, through the real `PostgresTextIndex` adapter (its
 analysis, postings and the migration-14 triggers) and the real `PostgresVersionManifest`
 (staged, verified, activated), then asks `--queries` SciFact questions of one split with
-`PgBM25Executor` as the query role, three ways, interleaved in the same run (the order rotates
+`PgBM25Executor` as the query role, four ways, interleaved in the same run (the order rotates
 per question):
 
 - **served**: the executor as served: statistics kept at publication (`text_stats` /
@@ -13,7 +13,9 @@ per question):
 - **all_postings**: the same with a depth no list reaches, i.e. every posting of every query
   term read, as before migration 17;
 - **computed**: every posting and the kept statistics withheld (`kept_statistics` returns None),
-  i.e. statistics aggregated over the tenant per question, as before migration 14.
+  i.e. statistics aggregated over the tenant per question, as before migration 14;
+- **words_only**: as served, without the question's adjacent words joined into one
+  (`query.bm25_join_adjacent_words` off: the cost and the nDCG of `analysis.compound_terms`).
 
 After loading it runs `ANALYZE`, as the embedded pipeline does after a batch. It reports
 p50/p95/mean per mode (a statement past the step budget counts as a timeout, at its time), the
@@ -169,7 +171,7 @@ def same_ranking(a: list[tuple[tuple[str, str], float]] | None, b: list[tuple[tu
                for (ka, sa), (kb, sb) in zip(canonical(a), canonical(b), strict=True))
 
 
-MODES = ("served", "all_postings", "computed")
+MODES = ("served", "all_postings", "computed", "words_only")
 
 
 def ranking(hits: list[Any], k: int = 10) -> list[str]:
@@ -195,7 +197,9 @@ def measure(settings: Any, tenant: str, queries: list[tuple[str, str]], qrels: d
     db = TenantConnections(settings.postgres.query_conninfo())
     depth = settings.query.bm25_postings_depth
     every = pg_lexical.PgBM25Executor(db, settings.query.model_copy(update={"bm25_postings_depth": 10_000_000}))
-    executors = {"served": pg_lexical.PgBM25Executor(db, settings.query), "all_postings": every, "computed": every}
+    words = pg_lexical.PgBM25Executor(db, settings.query.model_copy(update={"bm25_join_adjacent_words": False}))
+    executors = {"served": pg_lexical.PgBM25Executor(db, settings.query), "all_postings": every, "computed": every,
+                 "words_only": words}
     kept_fn = pg_lexical.kept_statistics
 
     def run(query: str, mode: str) -> tuple[float, list[Any] | None, str]:
@@ -220,10 +224,10 @@ def measure(settings: Any, tenant: str, queries: list[tuple[str, str]], qrels: d
     times: dict[str, list[float]] = {m: [] for m in MODES}
     ndcg: dict[str, list[float]] = {m: [] for m in MODES}
     timeouts = dict.fromkeys(MODES, 0)
-    same = {"all_postings": 0, "computed": 0}
+    same = {"all_postings": 0, "computed": 0, "words_only": 0}
     used = set()
     for i, (qid, q) in enumerate(queries):
-        order = MODES[i % 3:] + MODES[:i % 3]  # each mode goes first, second and third in turn
+        order = MODES[i % len(MODES):] + MODES[:i % len(MODES)]  # each mode goes first, second, … in turn
         got: dict[str, list[Any] | None] = {}
         for mode in order:
             ms, hits, stat = run(q, mode)
@@ -246,6 +250,8 @@ def measure(settings: Any, tenant: str, queries: list[tuple[str, str]], qrels: d
                                                for k in ("p50_ms", "p95_ms", "mean_ms")},
             "ratio_served_over_computed": {k: round(served[k] / summaries["computed"][k], 3)
                                            for k in ("p50_ms", "p95_ms", "mean_ms")},
+            "ratio_served_over_words_only": {k: round(served[k] / summaries["words_only"][k], 3)
+                                             for k in ("p50_ms", "p95_ms", "mean_ms")},
             "same_top10_and_scores_as_served": same,
             "same_means": "the same contents at every rank, scores equal to 1e-9 relative (copies of one chunk in "
                           "either order)", "questions": len(queries)}

@@ -51,12 +51,13 @@ def everyday_section(results: Path) -> list[str]:
 PROBES = {"everyday_probe2": "bench/everyday_probe2", "everyday_probe3": "bench/everyday_probe3",
           "everyday_probe4": "bench/everyday_probe4", "everyday_probe5": "bench/everyday_probe5",
           "everyday_probe6": "bench/everyday_probe6", "everyday_probe7": "bench/everyday_probe7",
-          "everyday_probe8": "bench/everyday_probe8"}
+          "everyday_probe8": "bench/everyday_probe8", "everyday_probe9": "bench/everyday_probe9"}
 """Probe sets written after the main set, in domains it does not cover: results
 `<name>_baselines.json` (`EVERYDAY_SET=... bench/everyday_baselines.py --out`),
 `<name>_embedded.json` (`EVERYDAY_SET=... bench/eval_everyday.py --out`) and, when it was run,
 `<name>_distributed.json` (the same with `--profile distributed`); `<name>_embedded_blind.json` is
-the first run on a set, before anything was changed for it."""
+the first run on a set, before anything was changed for it; `<name>_sources_embedded.json` is the set
+with its man pages given as their packaged troff sources (`bench/everyday_man_sources.sh`)."""
 
 
 def _probe_lines(results: Path) -> list[str]:
@@ -66,7 +67,7 @@ def _probe_lines(results: Path) -> list[str]:
     for name, folder in PROBES.items():
         base = _load(results, f"{name}_baselines.json")
         runs = [(profile, _load(results, f"{name}_{profile}.json"))
-                for profile in ("embedded_blind", "embedded", "distributed")]
+                for profile in ("embedded_blind", "embedded", "distributed", "sources_embedded")]
         if base is None and not any(served for _, served in runs):
             continue
         rows = []
@@ -78,8 +79,8 @@ def _probe_lines(results: Path) -> list[str]:
             if not (served and isinstance(served.get("summary"), dict)):
                 continue
             sm = served["summary"]
-            label = "embedded, blind: the first run, before any change for this set" if profile == "embedded_blind" \
-                else profile
+            label = {"embedded_blind": "embedded, blind: the first run, before any change for this set",
+                     "sources_embedded": "embedded, man pages as their gzip-compressed troff sources"}.get(profile, profile)
             rows.append([f"manifold {label} (`{served.get('commit', '?')}`)",
                          *(_rate((sm.get(split) or {}).get("found_rate")) for split, _ in _SPLITS),
                          " / ".join(_rate((sm.get(split) or {}).get("abstention_rate")) for split, _ in _SPLITS),
