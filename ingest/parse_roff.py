@@ -89,9 +89,9 @@ class Page:
     # ---- output
     def text(self, text: str) -> None:
         """Words of the page (escapes already resolved)."""
-        text = text.replace(JOIN, "") if not text.endswith(JOIN) else text.replace(JOIN, "") + JOIN
-        joined = text.endswith(JOIN) and not text[:-1].endswith((" ", "\t"))  # `\c` after a space joins nothing
+        joined = text.endswith(JOIN)
         text = text.replace(JOIN, "")
+        joined = joined and not text.endswith((" ", "\t"))  # `\c` after a space joins nothing
         if self.heading:
             self.par()
             self.lines.append(text.strip())
@@ -270,7 +270,7 @@ def _conditional(page: Page, name: str, rest: str, lines: list[str], i: int, lev
     if opened:
         body = body[2:].lstrip(" \t")
     if not value:
-        return _skip_braces(lines, i, 1 - body.count("\\}")) if opened and "\\}" not in body else i
+        return _skip_braces(lines, i, 1) if opened and "\\}" not in body else i
     if body.strip():
         _run(page, [body], level)
     return i
